@@ -1,0 +1,37 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hoist/util/exit_code.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace hoist {
+struct Context;
+}
+
+namespace hoist::cli {
+
+/// One subcommand of `hoist`, ninja-style: a table of these (commands.cpp) is the
+/// whole CLI. A command registers its subcommand and options on the CLI11 app,
+/// binding them to its own members, and runs once the global context is set up.
+/// Only commands that work are in the table, so only they appear in `--help`.
+class Command {
+ public:
+  virtual ~Command() = default;
+  /// Adds the subcommand and its options to `app`; returns the subcommand.
+  virtual CLI::App* add_to(CLI::App& app) = 0;
+  /// Runs the command. Errors are thrown as hoist::Error (with their exit code).
+  virtual ExitCode run(Context& context) = 0;
+  /// Whether the command needs the host root opened (most do; `version` does not).
+  [[nodiscard]] virtual bool needs_host() const { return true; }
+};
+
+/// The table of commands, in `--help` order.
+std::vector<std::unique_ptr<Command>> make_commands();
+
+}  // namespace hoist::cli

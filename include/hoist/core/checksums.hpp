@@ -1,0 +1,104 @@
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace hoist {
+
+/// The entries of a SHA256SUMS file in the format systemd-sysupdate reads (and
+/// `sha256sum` writes): one `<64 hex digits><space><space or '*'><name>` per line.
+///
+/// Parsing is strict, because whatever slips through here reaches the host unverified:
+///  - every line is an entry: blank lines and CRLF line endings are refused; a final
+///    newline is optional;
+///  - hex digits may be either case; they are kept lowercase;
+///  - names are relative paths in the form of payload entries: no leading '/', no
+///    empty, '.' or '..' component, no NUL or other control character, each listed
+///    once; `sha256sum`'s backslash-escaped lines are refused;
+///  - a file without entries is refused.
+/// Errors throw hoist::Error with ExitCode::verification, naming the file and line:
+/// `invalid SHA256SUMS '/payload/SHA256SUMS' line 3: expected 64 hex digits`.
+class Sha256Sums {
+ public:
+  /// Parses `text`; `source_name` is the file named in errors.
+  static Sha256Sums parse(std::string_view text, std::string_view source_name);
+  /// Reads and parses the file at `path` (at most 16 MiB). An unreadable file throws
+  /// UsageError naming `path`.
+  static Sha256Sums load(const std::filesystem::path& path);
+
+  /// Name → lowercase hex digest, for every entry.
+  [[nodiscard]] const std::map<std::string, std::string>& entries() const noexcept { return m_entries; }
+  /// The lowercase hex digest listed for `name`, if it is listed.
+  [[nodiscard]] std::optional<std::string> expected_for(std::string_view name) const;
+  /// The file name given to parse() or load(), for messages.
+  [[nodiscard]] const std::string& source() const noexcept { return m_source; }
+
+ private:
+  std::string m_source;
+  std::map<std::string, std::string> m_entries;
+};
+
+/// Checks that `file` (a path in the container) hashes to the digest that `sums`
+/// lists for `name`. Throws Error(ExitCode::verification) with
+/// `checksum mismatch for 'name': expected <hex>, got <hex>` or
+/// `'name' is not listed in SHA256SUMS '<source>'`; a read error throws Failure.
+void verify_file(const Sha256Sums& sums, std::string_view name, const std::filesystem::path& file);
+
+/// Checks a payload against SHA256SUMS while it streams past, one file at a time, in
+/// any order (a directory walk, an archive). Every payload file goes through check();
+/// finish() then proves that nothing listed was missing. Not thread-safe.
+class Sha256Verifier {
+ public:
+  explicit Sha256Verifier(Sha256Sums sums) : m_sums(std::move(sums)) {}
+
+  /// Whether `name` is listed, so a caller can tell before hashing. A payload file that
+  /// is not listed is an error for check(); a caller that allows some (the SHA256SUMS
+  /// file itself and its signature, when they ship inside the payload) skips them.
+  [[nodiscard]] bool expect(std::string_view name) const;
+
+  /// Checks the digest of payload file `name`; hex case does not matter. Throws
+  /// Error(ExitCode::verification) when `name` is not listed or its digest differs.
+  /// A name seen twice (a tar may hold one path twice) is checked each time.
+  void check(std::string_view name, std::string_view actual_hex);
+
+  /// Throws Error(ExitCode::verification) when a listed name never went through check():
+  /// `'bin/k3s' is listed in SHA256SUMS but not in the payload`, with
+  /// ` (and N more)` appended when several are missing.
+  void finish() const;
+
+  [[nodiscard]] const Sha256Sums& sums() const noexcept { return m_sums; }
+
+ private:
+  Sha256Sums m_sums;
+  std::set<std::string, std::less<>> m_seen;
+};
+
+/// Verifies the detached signature `signature` over the bytes of the file `sums`.
+///
+/// `public_key` is a PEM SubjectPublicKeyInfo (what `openssl pkey -pubout` writes) of:
+///  - Ed25519 (pure, one-shot), as `openssl pkeyutl -sign -rawin -inkey ed.pem -in SHA256SUMS -out SHA256SUMS.sig`
+///    writes it;
+///  - ECDSA P-256 over SHA-256, DER-encoded, as
+///    `openssl dgst -sha256 -sign ec.pem -out SHA256SUMS.sig SHA256SUMS` writes it.
+/// The signature file holds the raw signature or its base64 (line-wrapped or not): it is
+/// read as base64 only when it is nothing but base64 text.
+///
+/// Throws UsageError for an unreadable file, a file that is not a PEM public key, or a
+/// key of another type (RSA, another curve); Error(ExitCode::verification) with
+/// `signature of '<sums>' does not verify with public key '<key>'` when it does not verify.
+void verify_signature(const std::filesystem::path& sums, const std::filesystem::path& signature,
+                      const std::filesystem::path& public_key);
+
+/// verify_signature() and Sha256Sums::load() over one read of `sums`, so that the bytes
+/// parsed are exactly the bytes verified, even if the file changes in between.
+Sha256Sums load_verified(const std::filesystem::path& sums, const std::filesystem::path& signature,
+                         const std::filesystem::path& public_key);
+
+}  // namespace hoist

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoist/sys/host_root.hpp"
+
+namespace hoist {
+
+/// One version kept on the host.
+struct VersionRecord {
+  std::string version;
+  std::string installed_at;  ///< RFC 3339, UTC
+};
+
+/// The outcome of the last command that ran on a component.
+struct LastResult {
+  std::string command;  ///< upgrade | rollback
+  std::string outcome;  ///< succeeded | unchanged | failed | refused | rebooting
+  std::string version;  ///< the target of that command
+  std::string time;     ///< RFC 3339, UTC
+  std::string message;  ///< the error, for failures
+};
+
+/// A reboot hoist asked for and has not yet seen happen.
+struct PendingReboot {
+  std::string target;        ///< the version that must be current after the boot
+  std::string boot_id;       ///< the boot id before the reboot
+  std::string requested_at;  ///< RFC 3339, UTC
+};
+
+/// What is installed for one component: `<state-dir>/<component>/state.json`.
+struct ComponentState {
+  std::string component;
+  std::string kind;            ///< tree | file | sysext | sync
+  std::string destination;     ///< host path
+  std::string version_scheme;  ///< semver | k3s | systemd
+  std::string current;         ///< empty before the first install
+  std::string previous;
+  std::vector<VersionRecord> versions;  ///< kept versions, oldest first
+  std::optional<LastResult> last_result;
+  std::string boot_id;  ///< the boot id when the state was last written
+  std::optional<PendingReboot> pending_reboot;
+};
+
+/// The schema version this build writes; a higher one on disk is refused.
+inline constexpr int k_state_schema = 1;
+
+/// A component name is a directory name on the host and a word in logs:
+/// `[a-z0-9][a-z0-9._-]*`, at most 63 bytes. Throws UsageError otherwise.
+void validate_component_name(std::string_view name);
+
+/// Serialises a state to the JSON written on disk (and printed by `status --json`).
+std::string to_json_text(const ComponentState& state);
+
+/// Parses state JSON; throws hoist::Failure naming `source` when it is corrupt
+/// or written by a newer hoist.
+ComponentState parse_state(std::string_view text, std::string_view source);
+
+/// The states of all components under a state directory inside the host root.
+class StateStore {
+ public:
+  StateStore(const HostRoot& root, std::string state_dir) : m_root(root), m_state_dir(std::move(state_dir)) {}
+
+  /// The state directory as the host sees it.
+  [[nodiscard]] const std::string& state_dir() const noexcept { return m_state_dir; }
+
+  /// Names of the components that have a state file, sorted. None when the
+  /// state directory does not exist.
+  [[nodiscard]] std::vector<std::string> components() const;
+
+  /// The component's state, or nullopt when it has none. Throws hoist::Failure
+  /// when the file is unreadable, corrupt or from a newer hoist.
+  [[nodiscard]] std::optional<ComponentState> load(std::string_view component) const;
+
+  /// Writes the state atomically and durably (temp file, fsync, rename, fsync
+  /// of the directory); creates the directories it needs.
+  void save(const ComponentState& state) const;
+
+  /// The host path of a component's directory: `<state-dir>/<component>`.
+  [[nodiscard]] std::string component_dir(std::string_view component) const;
+
+ private:
+  const HostRoot& m_root;
+  std::string m_state_dir;
+};
+
+/// The current time as RFC 3339 UTC with seconds (`2026-11-21T22:30:00Z`).
+std::string now_rfc3339();
+
+}  // namespace hoist

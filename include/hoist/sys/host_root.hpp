@@ -1,0 +1,74 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "hoist/util/expected.hpp"
+#include "hoist/util/fd.hpp"
+
+namespace hoist {
+
+/// Whether the last component of a path may be a symlink that is followed.
+enum class Follow { yes, no };
+
+/// How paths are resolved inside the root.
+enum class Resolver {
+  automatic,  ///< openat2(RESOLVE_IN_ROOT) when the kernel has it, else the walk
+  walk,       ///< the portable component-by-component walk (forced in tests)
+};
+
+/// The host's root filesystem as the container sees it (`/host` in a SUC Job).
+///
+/// Every host path is resolved *inside* this root, the way the host itself would
+/// resolve it after a chroot: absolute symlinks restart at the root and `..`
+/// never climbs above it. String-prefixing is never used: `/host/var/run` is a
+/// symlink to `/run`, which by prefixing would land in the container's own `/run`.
+class HostRoot {
+ public:
+  /// Opens `dir` as the root. The path must name a directory.
+  static Expected<HostRoot> open(const std::filesystem::path& dir, Resolver resolver = Resolver::automatic);
+
+  /// The `--host-root` default: `/host` when it is a directory, else `/`.
+  static std::filesystem::path default_path();
+
+  /// The root as the container sees it.
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return m_path; }
+  [[nodiscard]] int fd() const noexcept { return m_fd.get(); }
+  [[nodiscard]] Resolver resolver() const noexcept { return m_resolver; }
+
+  /// Opens `host_path` (a path as the host sees it; relative paths start at the
+  /// root too) resolved inside the root. `flags` are open(2) flags; O_CLOEXEC is
+  /// always added. With Follow::no a symlink as last component is not followed
+  /// (O_NOFOLLOW; with O_PATH the link itself is opened).
+  [[nodiscard]] Expected<Fd> open(std::string_view host_path, int flags, Follow follow = Follow::yes,
+                                  mode_t mode = 0) const;
+
+  /// Opens the directory that holds `host_path`'s last component (resolved inside
+  /// the root) and returns it with that component's name, for the *at() calls
+  /// that create, rename or remove it. Refuses paths whose last component is
+  /// empty, `.` or `..`.
+  [[nodiscard]] Expected<std::pair<Fd, std::string>> open_parent(std::string_view host_path) const;
+
+  /// `mkdir -p` inside the root; returns the final directory opened O_DIRECTORY.
+  [[nodiscard]] Expected<Fd> make_directories(std::string_view host_path, mode_t mode = 0755) const;
+
+  /// How a host path is named in messages: the container path (`/host/opt/k3s`),
+  /// or the host path itself when the root is `/`.
+  [[nodiscard]] std::string display(std::string_view host_path) const;
+
+ private:
+  HostRoot(std::filesystem::path path, Fd fd, Resolver resolver)
+      : m_path(std::move(path)), m_fd(std::move(fd)), m_resolver(resolver) {}
+
+  [[nodiscard]] Expected<Fd> open_walk(std::string_view host_path, int flags, Follow follow, mode_t mode) const;
+
+  std::filesystem::path m_path;
+  Fd m_fd;
+  Resolver m_resolver;
+};
+
+}  // namespace hoist

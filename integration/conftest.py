@@ -1,0 +1,109 @@
+"""Shared fixtures of the integration suite: it drives the real static binary.
+
+HOIST_BIN names the binary (ctest sets it). Every test gets its own scratch
+host root; `tree_manifest` records a tree byte for byte and metadata for
+metadata so that a test can prove a refused run left the host exactly as it was.
+"""
+
+import hashlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HOIST_BIN = os.environ.get("HOIST_BIN", "")
+
+
+def pytest_configure(config):
+    if not HOIST_BIN or not os.access(HOIST_BIN, os.X_OK):
+        raise pytest.UsageError("HOIST_BIN must name the built hoist binary (ctest sets it)")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # ctest reports SKIP_RETURN_CODE (77) as "skipped": a file whose every test
+    # skipped must not read as passed.
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or exitstatus != 0:
+        return
+    stats = reporter.stats
+    if stats.get("skipped") and not stats.get("passed") and not stats.get("failed"):
+        session.exitstatus = 77
+
+
+class Result:
+    def __init__(self, proc):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    def __repr__(self):
+        return f"Result(rc={self.returncode}, stdout={self.stdout!r}, stderr={self.stderr!r})"
+
+
+def run_hoist(*args, env=None, timeout=120, check=None, input=None):
+    """Runs the binary; returns a Result. `check` asserts the exit code."""
+    full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    if env:
+        full_env.update(env)
+    proc = subprocess.run([HOIST_BIN, *map(str, args)], env=full_env, capture_output=True, text=True,
+                          timeout=timeout, input=input)
+    result = Result(proc)
+    if check is not None:
+        assert result.returncode == check, result
+    return result
+
+
+@pytest.fixture
+def hoist():
+    return run_hoist
+
+
+@pytest.fixture
+def host_root(tmp_path):
+    """A scratch host root with the usual shape: /run, /var/run -> /run, /etc/os-release."""
+    root = tmp_path / "host"
+    (root / "run").mkdir(parents=True)
+    (root / "var").mkdir()
+    (root / "var/run").symlink_to("/run")
+    (root / "etc").mkdir()
+    (root / "etc/os-release").write_text("ID=debian\nVERSION_ID=12\n")
+    (root / "proc/sys/kernel/random").mkdir(parents=True)
+    (root / "proc/sys/kernel/random/boot_id").write_text("11111111-2222-4333-8444-555555555555\n")
+    return root
+
+
+def tree_manifest(root):
+    """Every entry under `root`: type, mode, owner, size, mtime (ns), content
+    hash, link target and xattrs. Two equal manifests mean an untouched tree."""
+    root = Path(root)
+    entries = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            st = os.lstat(path)
+            item = {
+                "mode": stat.filemode(st.st_mode),
+                "uid": st.st_uid,
+                "gid": st.st_gid,
+                "mtime_ns": st.st_mtime_ns if not stat.S_ISDIR(st.st_mode) else None,
+            }
+            if stat.S_ISREG(st.st_mode):
+                item["size"] = st.st_size
+                item["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+                item["nlink"] = st.st_nlink
+            elif stat.S_ISLNK(st.st_mode):
+                item["target"] = os.readlink(path)
+            elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                item["rdev"] = st.st_rdev
+            try:
+                item["xattrs"] = {k: os.getxattr(path, k, follow_symlinks=False)
+                                  for k in sorted(os.listxattr(path, follow_symlinks=False))}
+            except OSError:
+                item["xattrs"] = None
+            entries[rel] = item
+    entries["."] = {"mode": stat.filemode(os.lstat(root).st_mode)}
+    return entries

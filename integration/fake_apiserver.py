@@ -1,0 +1,568 @@
+"""A stand-in for kube-apiserver, enough for `hoist prepare` (no real one runs here).
+
+Python standard library only. It serves, over TLS with a CA the test makes:
+LIST and WATCH (and GET) of plans.upgrade.cattle.io/v1 and core/v1 nodes, with
+labelSelector, fieldSelector (metadata.name), resourceVersion, timeoutSeconds
+and allowWatchBookmarks, chunked like the real server; 410 Gone for a compacted
+resourceVersion (as the response or as an ERROR event in the stream); bearer
+tokens with rotation; RBAC rules to enforce (403 in the real server's words); a
+log of every request, for tests to count requests and check verbs.
+
+`Cluster` holds the objects and the knobs; `make_pki` makes the certificates
+with the openssl CLI; suc_emulator.py changes Plans and nodes over time the way
+system-upgrade-controller does. Run as a script it serves a small cluster
+(for trying hoist by hand).
+"""
+
+import hashlib
+import http.server
+import json
+import re
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+PLAN_API = ("upgrade.cattle.io", "v1", "plans")
+NODE_API = ("", "v1", "nodes")
+
+
+# ---------------------------------------------------------------- certificates
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(directory, name="server", ca_name="ca", sans=("IP:127.0.0.1", "IP:::1", "DNS:localhost")):
+    """Makes (once) a CA `<ca_name>.crt/.key` and a server certificate `<name>.crt/.key`
+    signed by it with the given subjectAltNames. Returns the paths as a dict."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_crt = directory / f"{ca_name}.key", directory / f"{ca_name}.crt"
+    if not ca_crt.exists():
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                 "-keyout", ca_key.name, "-out", ca_crt.name, "-days", "2", "-subj", f"/CN=fake-{ca_name}",
+                 "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+                 cwd=directory)
+    key, crt, csr = directory / f"{name}.key", directory / f"{name}.crt", directory / f"{name}.csr"
+    ext = directory / f"{name}.ext"
+    ext.write_text("subjectAltName=" + ",".join(sans) + "\nextendedKeyUsage=serverAuth\n")
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key.name,
+             "-out", csr.name, "-subj", "/CN=kube-apiserver", cwd=directory)
+    _openssl("x509", "-req", "-in", csr.name, "-CA", ca_crt.name, "-CAkey", ca_key.name, "-CAcreateserial",
+             "-out", crt.name, "-days", "2", "-extfile", ext.name, cwd=directory)
+    return {"ca": ca_crt, "ca_key": ca_key, "cert": crt, "key": key}
+
+
+# ---------------------------------------------------------------- selectors
+
+def _split_requirements(text):
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
+_SET_RE = re.compile(r"^(\S+)\s+(in|notin)\s+\((.*)\)$")
+
+
+def parse_label_selector(text):
+    """Parses the labelSelector syntax into (key, op, values) tuples; raises ValueError."""
+    requirements = []
+    for part in _split_requirements(text or ""):
+        match = _SET_RE.match(part)
+        if match:
+            values = {v.strip() for v in match.group(3).split(",") if v.strip()}
+            if not values:
+                raise ValueError(f"no values in {part!r}")
+            requirements.append((match.group(1), match.group(2), values))
+        elif part.startswith("!"):
+            requirements.append((part[1:].strip(), "!", set()))
+        elif "!=" in part:
+            key, value = part.split("!=", 1)
+            requirements.append((key.strip(), "notin", {value.strip()}))
+        elif "==" in part or "=" in part:
+            key, value = re.split("==?", part, maxsplit=1)
+            requirements.append((key.strip(), "in", {value.strip()}))
+        elif re.match(r"^[A-Za-z0-9./_-]+$", part):
+            requirements.append((part, "exists", set()))
+        else:
+            raise ValueError(f"unable to parse requirement {part!r}")
+    return requirements
+
+
+def labels_match(requirements, labels):
+    for key, op, values in requirements:
+        present = key in labels
+        if op == "in" and not (present and labels[key] in values):
+            return False
+        if op == "notin" and present and labels[key] in values:
+            return False
+        if op == "exists" and not present:
+            return False
+        if op == "!" and present:
+            return False
+    return True
+
+
+def parse_field_selector(text):
+    fields = {}
+    for part in _split_requirements(text or ""):
+        if "=" not in part:
+            raise ValueError(f"unable to parse field selector {part!r}")
+        key, value = re.split("==?", part, maxsplit=1)
+        if key not in ("metadata.name", "metadata.namespace"):
+            raise ValueError(f"field label not supported: {key}")
+        fields[key] = value
+    return fields
+
+
+def fields_match(fields, obj):
+    meta = obj.get("metadata", {})
+    return all(meta.get(key.split(".", 1)[1], "") == value for key, value in fields.items())
+
+
+def munge(version):
+    return version.replace("+", "-")
+
+
+# ---------------------------------------------------------------- the cluster
+
+class Cluster:
+    """The objects, their history (for watches) and the knobs tests turn."""
+
+    def __init__(self, tokens=("token-1",)):
+        self.lock = threading.Condition()
+        self.rv = 100
+        self.objects = {}          # (api, namespace, name) -> object
+        self.history = []          # (rv, api, type, old, new)
+        self.compacted_rv = 0      # watches from before this get 410
+        self.tokens = set(tokens)  # accepted bearer tokens
+        self.rbac = None           # None: allow all; else a list of rules (see authorize)
+        self.forbidden = set()     # (verb, resource) pairs answered 403
+        self.fail_next = []        # statuses to answer the next requests with
+        self.gone_as_event = True  # 410 on watch as an ERROR event (the real server's way) or as the status
+        self.bookmark_interval = 1.0
+        self.chunk_split = 0       # >0: write each watch event in chunks of that many bytes
+        self.watch_cut_generation = 0
+        self.requests = []         # the request log (dicts)
+        self.watches_open = 0
+
+    # -- objects
+    def _bump(self):
+        self.rv += 1
+        return str(self.rv)
+
+    def put(self, api, obj):
+        """Creates or replaces an object (deep-copied); records the event."""
+        obj = json.loads(json.dumps(obj))
+        meta = obj.setdefault("metadata", {})
+        key = (api, meta.get("namespace", ""), meta["name"])
+        with self.lock:
+            old = self.objects.get(key)
+            meta["resourceVersion"] = self._bump()
+            if old is None:
+                meta.setdefault("uid", hashlib.sha1(repr(key).encode()).hexdigest())
+            self.objects[key] = obj
+            self.history.append((self.rv, api, "MODIFIED" if old else "ADDED", old, obj))
+            self.lock.notify_all()
+        return obj
+
+    def get(self, api, name, namespace=""):
+        with self.lock:
+            obj = self.objects.get((api, namespace, name))
+            return json.loads(json.dumps(obj)) if obj else None
+
+    def update(self, api, name, change, namespace=""):
+        """Applies `change(obj)` to a copy of the object and stores it."""
+        with self.lock:
+            obj = self.get(api, name, namespace)
+            change(obj)
+            return self.put(api, obj)
+
+    def delete(self, api, name, namespace=""):
+        with self.lock:
+            old = self.objects.pop((api, namespace, name))
+            gone = json.loads(json.dumps(old))
+            gone["metadata"]["resourceVersion"] = self._bump()
+            self.history.append((self.rv, api, "DELETED", old, gone))
+            self.lock.notify_all()
+
+    def list(self, api, namespace, labels, fields):
+        with self.lock:
+            items = [json.loads(json.dumps(o)) for (a, ns, _), o in sorted(self.objects.items())
+                     if a == api and (not namespace or ns == namespace)
+                     and labels_match(labels, o["metadata"].get("labels", {})) and fields_match(fields, o)]
+            return items, str(self.rv)
+
+    # -- convenience for tests
+    def add_node(self, name, labels=None, kubelet="v1.29.0+k3s1"):
+        all_labels = {"kubernetes.io/hostname": name}
+        all_labels.update(labels or {})
+        return self.put(NODE_API, {"apiVersion": "v1", "kind": "Node",
+                                   "metadata": {"name": name, "labels": all_labels},
+                                   "status": {"nodeInfo": {"kubeletVersion": kubelet}}})
+
+    def label_node(self, name, key, value):
+        def change(node):
+            labels = node["metadata"].setdefault("labels", {})
+            if value is None:
+                labels.pop(key, None)
+            else:
+                labels[key] = value
+        return self.update(NODE_API, name, change)
+
+    def set_kubelet(self, name, version):
+        return self.update(NODE_API, name, lambda n: n["status"]["nodeInfo"].__setitem__("kubeletVersion", version))
+
+    def put_plan(self, name, namespace, spec, status=None):
+        plan = {"apiVersion": "upgrade.cattle.io/v1", "kind": "Plan",
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        if status is not None:
+            plan["status"] = status
+        return self.put(PLAN_API, plan)
+
+    def set_plan_status(self, name, namespace, **fields):
+        def change(plan):
+            plan.setdefault("status", {}).update(fields)
+        return self.update(PLAN_API, name, change, namespace)
+
+    # -- knobs
+    def compact(self):
+        """Forgets the history: every watch from an older resourceVersion gets 410."""
+        with self.lock:
+            self.compacted_rv = self.rv
+            self.history = []
+
+    def cut_watches(self):
+        """Drops every open watch connection mid-stream (no terminal chunk)."""
+        with self.lock:
+            self.watch_cut_generation += 1
+            self.lock.notify_all()
+
+    def rotate_token(self, new_token):
+        """Accepts only `new_token` from now on (open watches stay open, as in Kubernetes)."""
+        with self.lock:
+            self.tokens = {new_token}
+            self.lock.notify_all()
+
+    def log_requests(self, **match):
+        with self.lock:
+            return [r for r in self.requests if all(r.get(k) == v for k, v in match.items())]
+
+    def wait_for(self, predicate, timeout=10):
+        """Waits until predicate(self) is true (checked on every change and every 50 ms)."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while not predicate(self):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("condition not reached")
+                self.lock.wait(min(left, 0.05))
+
+    def authorize(self, verb, group, resource, namespace):
+        """RBAC as the real authorizer applies it to our requests: a rule allows when
+        its apiGroups, resources and verbs contain the request's (or '*') and it is
+        cluster-wide or bound in the request's namespace."""
+        if (verb, resource) in self.forbidden:
+            return False
+        if self.rbac is None:
+            return True
+        for rule in self.rbac:
+            if rule.get("namespace") is not None and rule["namespace"] != namespace:
+                continue
+            if not (set(rule["apiGroups"]) & {group, "*"}):
+                continue
+            if not (set(rule["resources"]) & {resource, "*"}):
+                continue
+            if set(rule["verbs"]) & {verb, "*"}:
+                return True
+        return False
+
+
+# ---------------------------------------------------------------- HTTP
+
+def _status(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-apiserver"
+    cluster: Cluster = None  # set per server class
+
+    def log_message(self, fmt, *args):  # quiet
+        pass
+
+    def _send_json(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        cluster = self.cluster
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        parts = [p for p in url.path.split("/") if p]
+        entry = {"time": time.monotonic(), "method": "GET", "path": url.path, "query": query}
+        # /api/v1/nodes[/name]  or  /apis/upgrade.cattle.io/v1/namespaces/NS/plans[/name]
+        namespace, name = "", None
+        if parts[:2] == ["api", "v1"]:
+            api, rest = NODE_API, parts[2:]
+        elif parts[:3] == ["apis", "upgrade.cattle.io", "v1"]:
+            api, rest = PLAN_API, parts[3:]
+        else:
+            entry.update(status=404)
+            with cluster.lock:
+                cluster.requests.append(entry)
+            return self._send_json(404, _status(404, "NotFound", "the server could not find the requested resource"))
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        resource = rest[0] if rest else ""
+        name = rest[1] if len(rest) > 1 else None
+        watch = query.get("watch") in ("true", "1")
+        verb = "get" if name else ("watch" if watch else "list")
+        entry.update(verb=verb, group=api[0], resource=resource, namespace=namespace, name=name)
+
+        token = None
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            token = auth[len("Bearer "):]
+        entry["token"] = token
+        with cluster.lock:
+            cluster.requests.append(entry)
+            injected = cluster.fail_next.pop(0) if cluster.fail_next else None
+            token_ok = token in cluster.tokens
+        if injected:
+            entry["status"] = injected
+            return self._send_json(injected, _status(injected, "InternalError", f"injected failure {injected}"))
+        if not token_ok:
+            entry["status"] = 401
+            return self._send_json(401, _status(401, "Unauthorized", "Unauthorized"))
+        if (api == PLAN_API and (resource != "plans" or not namespace)) or (api == NODE_API and resource != "nodes"):
+            entry["status"] = 404
+            return self._send_json(404, _status(404, "NotFound", "the server could not find the requested resource"))
+        if not cluster.authorize(verb, api[0], resource, namespace):
+            entry["status"] = 403
+            group_text = f'in API group "{api[0]}"' if api[0] else 'in API group ""'
+            where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+            full = f"{resource}.{api[0]}" if api[0] else resource
+            return self._send_json(403, _status(
+                403, "Forbidden", f'{full} is forbidden: User "system:serviceaccount:test:hoist" cannot {verb} '
+                                  f'resource "{resource}" {group_text}{where}'))
+        try:
+            labels = parse_label_selector(query.get("labelSelector", ""))
+            fields = parse_field_selector(query.get("fieldSelector", ""))
+        except ValueError as error:
+            entry["status"] = 400
+            return self._send_json(400, _status(400, "BadRequest", str(error)))
+
+        if verb == "get":
+            obj = cluster.get(api, name, namespace)
+            entry["status"] = 200 if obj else 404
+            if not obj:
+                return self._send_json(404, _status(404, "NotFound", f'{resource} "{name}" not found'))
+            return self._send_json(200, obj)
+        if verb == "list":
+            items, rv = cluster.list(api, namespace, labels, fields)
+            entry["status"] = 200
+            kind = "PlanList" if api == PLAN_API else "NodeList"
+            api_version = "upgrade.cattle.io/v1" if api == PLAN_API else "v1"
+            return self._send_json(200, {"kind": kind, "apiVersion": api_version,
+                                         "metadata": {"resourceVersion": rv}, "items": items})
+        return self._watch(api, namespace, labels, fields, query, entry)
+
+    def _watch(self, api, namespace, labels, fields, query, entry):
+        cluster = self.cluster
+        since = query.get("resourceVersion", "")
+        timeout = float(query.get("timeoutSeconds", "1800"))
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+
+        def visible(obj):
+            return (obj is not None and (not namespace or obj["metadata"].get("namespace", "") == namespace)
+                    and labels_match(labels, obj["metadata"].get("labels", {})) and fields_match(fields, obj))
+
+        with cluster.lock:
+            too_old = since not in ("", "0") and int(since) < cluster.compacted_rv
+            start_rv = cluster.rv if since in ("", "0") else int(since)
+            initial = []
+            if since in ("", "0"):
+                initial = [("ADDED", o) for (a, _, _), o in sorted(cluster.objects.items()) if a == api and visible(o)]
+            cut_generation = cluster.watch_cut_generation
+        gone = _status(410, "Expired", f"too old resource version: {since} ({cluster.compacted_rv})")
+        if too_old and not cluster.gone_as_event:
+            entry["status"] = 410
+            return self._send_json(410, gone)
+        entry["status"] = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+        def send(kind, obj):
+            data = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+            step = cluster.chunk_split or len(data)
+            for i in range(0, len(data), step):  # events cut across chunks, as proxies may
+                self._chunk(data[i:i + step])
+
+        with cluster.lock:
+            cluster.watches_open += 1
+        try:
+            if too_old:
+                send("ERROR", gone)
+                self._chunk(b"")
+                return
+            for kind, obj in initial:
+                send(kind, obj)
+            ends = time.monotonic() + timeout
+            last_bookmark = time.monotonic()
+            seen = start_rv
+            while True:
+                with cluster.lock:
+                    events = [h for h in cluster.history if h[0] > seen and h[1] == api]
+                    if not events and cluster.watch_cut_generation == cut_generation:
+                        cluster.lock.wait(0.05)
+                        events = [h for h in cluster.history if h[0] > seen and h[1] == api]
+                    cut = cluster.watch_cut_generation != cut_generation
+                    current_rv = cluster.rv
+                if cut:
+                    # Drop the TCP connection without the terminal chunk, as a
+                    # dying apiserver or a load balancer does.
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                for rv, _, kind, old, new in events:
+                    seen = rv
+                    was, now = visible(old), visible(new)
+                    if kind == "DELETED":
+                        if was:
+                            send("DELETED", new)
+                    elif was and now:
+                        send("MODIFIED", new)
+                    elif now:
+                        send("ADDED", new)
+                    elif was:
+                        send("DELETED", new)  # left the selector: the real watch cache says DELETED
+                # Every event up to current_rv was in `events` (same lock), so a
+                # bookmark there loses nothing for a client that resumes from it.
+                seen = max(seen, current_rv)
+                if bookmarks and time.monotonic() - last_bookmark >= cluster.bookmark_interval:
+                    kind_name = "Plan" if api == PLAN_API else "Node"
+                    send("BOOKMARK", {"kind": kind_name, "metadata": {"resourceVersion": str(seen)}})
+                    last_bookmark = time.monotonic()
+                if time.monotonic() >= ends:
+                    self._chunk(b"")  # the server ends the watch cleanly
+                    return
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+        finally:
+            with cluster.lock:
+                cluster.watches_open -= 1
+
+
+class FakeApiServer:
+    """The server on a thread: `with FakeApiServer(cluster, pki) as server: server.port`."""
+
+    def __init__(self, cluster, pki, host="127.0.0.1", port=0):
+        self.cluster = cluster
+        handler = type("Handler", (_Handler,), {"cluster": cluster})
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        server_class = type("Server", (http.server.ThreadingHTTPServer,),
+                            {"address_family": family, "daemon_threads": True, "allow_reuse_address": True,
+                             # a client that refuses our certificate is a test, not a server bug
+                             "handle_error": lambda self, request, address: None})
+        self.httpd = server_class((host, port), handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki["cert"], pki["key"])
+        # The handshake happens in the handler's thread, not in accept(): a client
+        # that refuses our certificate must not stall the accept loop.
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
+        self.host = host
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.cluster.cut_watches()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def url(self):
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
+
+
+def free_port(host="127.0.0.1"):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def write_kubeconfig(path, server_url, ca_path, token=None, token_file=None, namespace=None):
+    """A kubeconfig in YAML, as kubectl writes one."""
+    user = f"    token: {token}\n" if token else f"    tokenFile: {token_file}\n" if token_file else "    {}\n"
+    ns = f"    namespace: {namespace}\n" if namespace else ""
+    Path(path).write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n"
+        f"    certificate-authority: {ca_path}\n    server: {server_url}\n  name: fake\n"
+        f"contexts:\n- context:\n    cluster: fake\n    user: hoist\n{ns}  name: fake\n"
+        f"current-context: fake\nusers:\n- name: hoist\n  user:\n{user}")
+    return path
+
+
+if __name__ == "__main__":
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description="serve a small fake cluster for trying `hoist prepare`")
+    parser.add_argument("--port", type=int, default=6443)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="fake-apiserver-"))
+    pki = make_pki(tmp)
+    cluster = Cluster()
+    for i in range(3):
+        cluster.add_node(f"server-{i}", {"node-role.kubernetes.io/control-plane": "true"})
+    with FakeApiServer(cluster, pki, port=args.port) as server:
+        kubeconfig = write_kubeconfig(tmp / "kubeconfig", server.url, pki["ca"], token="token-1",
+                                      namespace="system-upgrade")
+        print(f"serving {server.url}; kubeconfig: {kubeconfig}", flush=True)
+        cluster.put_plan("k3s-server", "system-upgrade",
+                         {"version": "v1.30.1+k3s1", "concurrency": 1, "upgrade": {"image": "x"},
+                          "nodeSelector": {"matchExpressions": [
+                              {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}})
+        time.sleep(2)
+        from suc_emulator import SucEmulator
+        SucEmulator(cluster, "k3s-server", "system-upgrade", job_seconds=2).start().join(120)
+        print("plan applied; Ctrl-C to stop", flush=True)
+        while True:
+            time.sleep(3600)

@@ -1,0 +1,87 @@
+"""The binary itself: fully static, its CLI, its exit codes, `version` and `status`."""
+
+import json
+import subprocess
+
+from conftest import HOIST_BIN, run_hoist
+
+
+def test_the_binary_is_fully_static():
+    ldd = subprocess.run(["ldd", HOIST_BIN], capture_output=True, text=True)
+    assert "not a dynamic executable" in (ldd.stdout + ldd.stderr)
+    file = subprocess.run(["file", "-b", HOIST_BIN], capture_output=True, text=True).stdout
+    assert "statically linked" in file
+
+
+def test_version_names_hoist_and_every_linked_library():
+    out = run_hoist("version", check=0).stdout
+    assert out.startswith("hoist 0.")
+    for library in ["libarchive", "openssl", "libmount", "libsystemd (sd-bus)", "sdbus-c++", "CLI11", "spdlog",
+                    "fmt", "nlohmann-json"]:
+        assert f"  {library} " in out, library
+    data = json.loads(run_hoist("version", "--json", check=0).stdout)
+    assert data["libraries"]["libarchive"].startswith("3.")
+    assert data["libraries"]["openssl"].startswith("3.")
+    assert data["libraries"]["libmount"].startswith("2.38")
+    assert "unknown" not in data["libraries"].values()
+
+
+def test_help_lists_only_commands_that_exist():
+    out = run_hoist("--help", check=0).stdout
+    assert "status" in out and "version" in out
+
+
+def test_bad_usage_exits_2_with_a_message():
+    result = run_hoist("no-such-command", check=2)
+    assert "no-such-command" in result.stderr
+    result = run_hoist(check=2)
+    assert "subcommand" in result.stderr.lower()
+    result = run_hoist("--log-format", "xml", "status", check=2)
+    assert "xml" in result.stderr
+
+
+def test_status_on_a_host_without_state(tmp_path):
+    result = run_hoist("status", "--host-root", tmp_path, check=0)
+    assert result.stdout == f"no components installed (no state under {tmp_path}/var/lib/hoist)\n"
+    data = json.loads(run_hoist("status", "--json", "--host-root", tmp_path, check=0).stdout)
+    assert data == {"host_root": str(tmp_path), "state_dir": "/var/lib/hoist", "components": []}
+
+
+def test_status_of_an_unknown_component_exits_2(tmp_path):
+    result = run_hoist("status", "--component", "k3s", "--host-root", tmp_path, check=2)
+    assert f"component 'k3s' has no state under '{tmp_path}/var/lib/hoist'" in result.stderr
+
+
+def test_a_missing_host_root_exits_2_naming_it(tmp_path):
+    result = run_hoist("--host-root", tmp_path / "nope", "status", check=2)
+    assert f"failed to open host root '{tmp_path}/nope': No such file or directory (--host-root)" in result.stderr
+
+
+def test_status_reads_state_through_host_symlinks(host_root):
+    (host_root / "data/hoist/k3s").mkdir(parents=True)
+    (host_root / "var/lib").mkdir(parents=True)
+    (host_root / "var/lib/hoist").symlink_to("/data/hoist")
+    state = {"schema": 1, "component": "k3s", "kind": "file", "destination": "/usr/local/bin/k3s",
+             "version_scheme": "k3s", "current": "v1.30.1+k3s1", "previous": "", "boot_id": "",
+             "versions": [{"version": "v1.30.1+k3s1", "installed_at": "2026-11-21T10:00:00Z"}],
+             "last_result": None, "pending_reboot": None}
+    (host_root / "data/hoist/k3s/state.json").write_text(json.dumps(state))
+    data = json.loads(run_hoist("status", "--json", "--host-root", host_root, check=0).stdout)
+    assert [c["current"] for c in data["components"]] == ["v1.30.1+k3s1"]
+    text = run_hoist("status", "--host-root", host_root, check=0).stdout
+    assert "k3s (file at /usr/local/bin/k3s)" in text and "current:  v1.30.1+k3s1" in text
+
+
+def test_a_corrupt_state_file_exits_1_naming_it(host_root):
+    (host_root / "var/lib/hoist/k3s").mkdir(parents=True)
+    (host_root / "var/lib/hoist/k3s/state.json").write_text("{not json")
+    result = run_hoist("status", "--host-root", host_root, check=1)
+    assert f"corrupt state file '{host_root}/var/lib/hoist/k3s/state.json'" in result.stderr
+
+
+def test_json_logs_are_one_object_a_line(tmp_path):
+    result = run_hoist("--log-format", "json", "status", "--component", "x", "--host-root", tmp_path, check=2)
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    assert lines[-1]["level"] == "error"
+    assert "component 'x' has no state" in lines[-1]["msg"]
+    assert lines[-1]["time"].endswith("Z")

@@ -1,0 +1,102 @@
+#include "hoist/cli/app.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <map>
+
+#include "hoist/cli/command.hpp"
+#include "hoist/cli/logging.hpp"
+#include "hoist/core/context.hpp"
+#include "hoist/util/error.hpp"
+
+namespace hoist::cli {
+
+namespace {
+
+void add_global_options(CLI::App& app, GlobalOptions& options) {
+  app.add_option("--host-root", options.host_root,
+                 "the host's root as this process sees it (default: /host when it exists, else /)");
+  app.add_option("--state-dir", options.state_dir, "where hoist keeps its state, as a host path")
+      ->capture_default_str();
+  app.add_option("--lock-file", options.lock_file, "the lock file, as a host path")->capture_default_str();
+  app.add_option("--lock-timeout", options.lock_timeout_seconds, "seconds to wait for the lock")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  const std::map<std::string, LogFormat> formats{{"text", LogFormat::text}, {"json", LogFormat::json}};
+  app.add_option("--log-format", options.log_format, "text for people, json for log collectors")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+      ->default_str("text");
+  app.add_flag("-v,--verbose", options.verbosity, "more detail (-vv for trace)");
+}
+
+int run(Command& command, Context& context) {
+  if (command.needs_host()) {
+    const std::string root = context.options.host_root.empty() ? HostRoot::default_path().string()
+                                                               : context.options.host_root;
+    auto host = HostRoot::open(root);
+    if (!host) {
+      throw UsageError(host.error().message + " (--host-root)");
+    }
+    if (host->resolver() == Resolver::walk) {
+      spdlog::debug("openat2 is not available; resolving host paths with the portable walk");
+    }
+    context.host.emplace(std::move(*host));
+  }
+  return static_cast<int>(command.run(context));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hoist: on-host upgrades for Kubernetes nodes", "hoist"};
+  app.require_subcommand(1);
+  // Global options are accepted after the subcommand too (`hoist status --host-root X`).
+  app.fallthrough();
+  app.set_help_all_flag("--help-all", "help for every command");
+
+  Context context;
+  add_global_options(app, context.options);
+
+  auto commands = make_commands();
+  std::map<CLI::App*, Command*> by_subcommand;
+  for (auto& command : commands) {
+    by_subcommand[command->add_to(app)] = command.get();
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", e.what());
+    return static_cast<int>(ExitCode::usage);
+  }
+
+  setup_logging(context.options.log_format, context.options.verbosity);
+  Command* selected = nullptr;
+  for (const auto& [subcommand, command] : by_subcommand) {
+    if (subcommand->parsed()) {
+      selected = command;
+    }
+  }
+  try {
+    context.env = process_environment();
+    context.suc = SucContext::load(context.env);
+    return run(*selected, context);
+  } catch (const Error& e) {
+    spdlog::error("{}", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return static_cast<int>(ExitCode::failed);
+  }
+}
+
+}  // namespace hoist::cli

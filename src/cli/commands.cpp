@@ -1,0 +1,14 @@
+#include "hoist/cli/commands.hpp"
+#include "hoist/cli/prepare_command.hpp"
+
+namespace hoist::cli {
+
+std::vector<std::unique_ptr<Command>> make_commands() {
+  std::vector<std::unique_ptr<Command>> commands;
+  commands.push_back(make_prepare_command());
+  commands.push_back(make_status_command());
+  commands.push_back(make_version_command());
+  return commands;
+}
+
+}  // namespace hoist::cli

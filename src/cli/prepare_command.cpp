@@ -1,0 +1,91 @@
+#include "hoist/cli/prepare_command.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+
+#include "hoist/core/context.hpp"
+#include "hoist/core/kube_client.hpp"
+#include "hoist/core/kube_config.hpp"
+#include "hoist/core/plan_waiter.hpp"
+#include "hoist/sys/secrets.hpp"
+#include "hoist/util/error.hpp"
+
+namespace hoist::cli {
+
+namespace {
+
+// A Plan name becomes part of a label key (plan.upgrade.cattle.io/<plan>) and of
+// a field selector, so it must be a DNS label-like name, as Kubernetes requires.
+void check_plan_name(const std::string& name) {
+  const bool valid_chars = name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") == std::string::npos;
+  if (name.empty() || name.size() > 63 || !valid_chars || name.front() == '-' || name.back() == '-') {
+    throw UsageError("invalid plan name '" + name + "': expected lower-case letters, digits, '-' and '.' (at most 63)");
+  }
+}
+
+class PrepareCommand final : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    CLI::App* sub = app.add_subcommand(
+        "prepare",
+        "wait until another Plan is complete: its status.applying empty and every node it selects labeled "
+        "with its latest hash (the prepare step of an agent Plan)");
+    sub->add_option("PLAN", m_plan, "the Plan to wait for")->required();
+    sub->add_option("--namespace", m_namespace, "the Plan's namespace (default: the service account's)");
+    sub->add_option("--timeout", m_timeout_seconds,
+                    "seconds to wait before failing; keep it under the Job's deadline (SUC's default: 900)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--kubeconfig", m_kubeconfig,
+                    "a kubeconfig for runs outside the cluster (default: the pod's service account)");
+    sub->add_option(
+        "--node-version", m_node_version,
+        "also require this kubelet version on every selected node (compared with '+' as '-', as SUC munges)");
+    return sub;
+  }
+
+  [[nodiscard]] bool needs_host() const override { return false; }
+
+  ExitCode run(Context& context) override {
+    check_plan_name(m_plan);
+    if (auto dumps = forbid_core_dumps(); !dumps) {
+      spdlog::debug("{}", dumps.error().message);  // not fatal: only a hardening
+    }
+    KubeConfig config =
+        m_kubeconfig.empty() ? KubeConfig::in_cluster(context.suc) : KubeConfig::from_kubeconfig(m_kubeconfig);
+    PlanWaitOptions options;
+    options.plan = m_plan;
+    options.namespace_ = m_namespace.empty() ? config.default_namespace : m_namespace;
+    if (options.namespace_.empty()) {
+      throw UsageError("no namespace: the service account gives none; use --namespace");
+    }
+    options.timeout = std::chrono::milliseconds(std::llround(m_timeout_seconds * 1000));
+    if (!m_node_version.empty()) {
+      options.node_version = m_node_version;
+    }
+    spdlog::info("waiting for plan '{}' in namespace '{}' on '{}' (timeout {} s{})", options.plan, options.namespace_,
+                 config.server(), m_timeout_seconds,
+                 options.node_version ? ", kubelet version " + *options.node_version : std::string());
+    const KubeClient client(std::move(config));
+    wait_for_plan(client, options);
+    spdlog::info("plan '{}' is complete", options.plan);
+    return ExitCode::ok;
+  }
+
+ private:
+  std::string m_plan;
+  std::string m_namespace;
+  double m_timeout_seconds = 840;
+  std::string m_kubeconfig;
+  std::string m_node_version;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_prepare_command() {
+  return std::make_unique<PrepareCommand>();
+}
+
+}  // namespace hoist::cli

@@ -1,0 +1,89 @@
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "hoist/cli/commands.hpp"
+#include "hoist/core/context.hpp"
+#include "hoist/core/state.hpp"
+#include "hoist/util/error.hpp"
+
+namespace hoist::cli {
+
+namespace {
+
+void print_text(const ComponentState& state) {
+  std::printf("%s (%s at %s)\n", state.component.c_str(), state.kind.c_str(), state.destination.c_str());
+  std::printf("  current:  %s\n", state.current.empty() ? "(none)" : state.current.c_str());
+  if (!state.previous.empty()) {
+    std::printf("  previous: %s\n", state.previous.c_str());
+  }
+  std::string kept;
+  for (const auto& record : state.versions) {
+    kept += (kept.empty() ? "" : ", ") + record.version;
+  }
+  std::printf("  kept:     %s\n", kept.empty() ? "(none)" : kept.c_str());
+  if (state.last_result) {
+    const auto& r = *state.last_result;
+    std::printf("  last:     %s %s %s at %s%s%s\n", r.command.c_str(), r.version.c_str(), r.outcome.c_str(),
+                r.time.c_str(), r.message.empty() ? "" : ": ", r.message.c_str());
+  }
+  if (state.pending_reboot) {
+    std::printf("  pending reboot to %s (requested at %s from boot %s)\n", state.pending_reboot->target.c_str(),
+                state.pending_reboot->requested_at.c_str(), state.pending_reboot->boot_id.c_str());
+  }
+}
+
+class StatusCommand final : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    CLI::App* sub = app.add_subcommand("status", "show what is installed: components, versions, last result");
+    sub->add_option("--component", m_component, "only this component");
+    sub->add_flag("--json", m_json, "print JSON");
+    return sub;
+  }
+
+  ExitCode run(Context& context) override {
+    const StateStore store(context.root(), context.options.state_dir);
+    std::vector<ComponentState> states;
+    if (!m_component.empty()) {
+      auto state = store.load(m_component);
+      if (!state) {
+        throw UsageError("component '" + m_component + "' has no state under '" +
+                         context.root().display(store.state_dir()) + "'");
+      }
+      states.push_back(std::move(*state));
+    } else {
+      for (const auto& name : store.components()) {
+        if (auto state = store.load(name)) {
+          states.push_back(std::move(*state));
+        }
+      }
+    }
+    if (m_json) {
+      nlohmann::json out{{"host_root", context.root().path().string()},
+                         {"state_dir", store.state_dir()},
+                         {"components", nlohmann::json::array()}};
+      for (const auto& state : states) {
+        out["components"].push_back(nlohmann::json::parse(to_json_text(state)));
+      }
+      std::printf("%s\n", out.dump(2).c_str());
+    } else if (states.empty()) {
+      std::printf("no components installed (no state under %s)\n", context.root().display(store.state_dir()).c_str());
+    } else {
+      for (const auto& state : states) {
+        print_text(state);
+      }
+    }
+    return ExitCode::ok;
+  }
+
+ private:
+  std::string m_component;
+  bool m_json = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_status_command() { return std::make_unique<StatusCommand>(); }
+
+}  // namespace hoist::cli

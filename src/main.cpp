@@ -1,0 +1,3 @@
+#include "hoist/cli/app.hpp"
+
+int main(int argc, char** argv) { return hoist::cli::main(argc, argv); }

@@ -1,0 +1,88 @@
+#include "hoist/sys/atomic_file.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+#include "hoist/util/fd.hpp"
+#include "hoist/util/file_io.hpp"
+
+namespace hoist {
+
+namespace {
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 generator{std::random_device{}()};
+  constexpr char k_alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string suffix(12, 'x');
+  for (char& c : suffix) {
+    c = k_alphabet[generator() % (sizeof k_alphabet - 1)];
+  }
+  return suffix;
+}
+
+}  // namespace
+
+Expected<void> write_file_atomic(int dirfd, const std::string& name, std::string_view data, mode_t mode,
+                                 std::string_view display) {
+  std::string temp;
+  Fd fd;
+  for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
+    temp = std::string(k_temp_prefix) + name + "." + random_suffix();
+    fd.reset(::openat(dirfd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (!fd && errno != EEXIST) {
+      return sys_error("create a temporary file for '" + std::string(display) + "'");
+    }
+  }
+  if (!fd) {
+    return sys_error("create a temporary file for '" + std::string(display) + "'", EEXIST);
+  }
+  auto discard = [&]() { ::unlinkat(dirfd, temp.c_str(), 0); };
+  // The umask may have narrowed the mode given to openat.
+  if (::fchmod(fd.get(), mode) != 0) {
+    discard();
+    return sys_error("set the mode of '" + std::string(display) + "'");
+  }
+  if (auto written = write_all(fd.get(), data, display); !written) {
+    discard();
+    return written;
+  }
+  if (auto synced = fsync_fd(fd.get(), display); !synced) {
+    discard();
+    return synced;
+  }
+  if (::renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
+    const int saved = errno;
+    discard();
+    return sys_error("rename a temporary file to '" + std::string(display) + "'", saved);
+  }
+  // The rename is durable only once the directory entry is on disk.
+  if (::fsync(dirfd) != 0 && errno != EBADF && errno != EINVAL) {
+    return sys_error("fsync the directory of '" + std::string(display) + "'");
+  }
+  return {};
+}
+
+void remove_stale_temporaries(int dirfd) {
+  const int copy = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (copy < 0) {
+    return;
+  }
+  DIR* dir = ::fdopendir(copy);
+  if (dir == nullptr) {
+    ::close(copy);
+    return;
+  }
+  while (const dirent* entry = ::readdir(dir)) {
+    if (std::string_view(entry->d_name).starts_with(k_temp_prefix)) {
+      ::unlinkat(dirfd, entry->d_name, 0);
+    }
+  }
+  ::closedir(dir);
+}
+
+}  // namespace hoist

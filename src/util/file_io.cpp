@@ -1,0 +1,69 @@
+#include "hoist/util/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "hoist/util/fd.hpp"
+
+namespace hoist {
+
+namespace {
+std::string quoted(std::string_view display) { return "'" + std::string(display) + "'"; }
+}  // namespace
+
+Expected<std::string> read_file_at(int dirfd, const std::string& relpath, std::string_view display, size_t max_bytes) {
+  Fd fd(::openat(dirfd, relpath.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) {
+    return sys_error("open " + quoted(display));
+  }
+  return read_fd(fd.get(), display, max_bytes);
+}
+
+Expected<std::string> read_fd(int fd, std::string_view display, size_t max_bytes) {
+  std::string data;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return sys_error("read " + quoted(display));
+    }
+    if (n == 0) {
+      break;
+    }
+    if (data.size() + static_cast<size_t>(n) > max_bytes) {
+      return SysError{"failed to read " + quoted(display) + ": larger than " + std::to_string(max_bytes) + " bytes",
+                      EFBIG};
+    }
+    data.append(buffer, static_cast<size_t>(n));
+  }
+  return data;
+}
+
+Expected<void> write_all(int fd, std::string_view data, std::string_view display) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return sys_error("write " + quoted(display));
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+Expected<void> fsync_fd(int fd, std::string_view display) {
+  if (::fsync(fd) != 0) {
+    return sys_error("fsync " + quoted(display));
+  }
+  return {};
+}
+
+}  // namespace hoist

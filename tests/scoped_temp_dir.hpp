@@ -1,0 +1,49 @@
+#pragma once
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace hoist::test {
+
+/// A fresh directory under $TMPDIR (or /tmp), removed with everything in it
+/// when the object dies.
+class ScopedTempDir {
+ public:
+  ScopedTempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "hoist-test.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed");
+    }
+    m_path = pattern;
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  ~ScopedTempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(m_path, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return m_path; }
+  [[nodiscard]] std::filesystem::path operator/(const std::string& relative) const { return m_path / relative; }
+
+ private:
+  std::filesystem::path m_path;
+};
+
+/// Writes `content` to `path`, creating parent directories.
+inline void write_text(const std::filesystem::path& path, const std::string& content) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+
+/// Reads a whole file.
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace hoist::test
