@@ -108,7 +108,7 @@ TEST_CASE("nodes without the hostname label are not selected", "[plan_progress]"
   CHECK(evaluate_plan("server", &k_resolved_plan, nodes({node("s1", "server", "h2"), no_hostname}), {}).complete());
 }
 
-TEST_CASE("--node-version compares munged kubelet versions", "[plan_progress]") {
+TEST_CASE("with --node-version, munged kubelet versions are compared", "[plan_progress]") {
   const auto map = nodes({node("s1", "server", "h2", "v1.30.1+k3s1"), node("s2", "server", "h2", "v1.29.0+k3s1")});
   const auto progress = evaluate_plan("server", &k_resolved_plan, map, std::string("v1.30.1-k3s1"));
   CHECK(progress.state == State::waiting);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -30,6 +31,32 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
       ->default_str("text");
   app.add_flag("-v,--verbose", options.verbosity, "more detail (-vv for trace)");
+}
+
+// CLI11 says only "A subcommand is required" for `hoist upgarde`; name the word.
+std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
+  const auto subcommands = app.get_subcommands({});
+  const bool no_subcommand =
+      std::none_of(subcommands.begin(), subcommands.end(), [](const CLI::App* sub) { return sub->parsed(); });
+  if (!no_subcommand) {
+    return error.what();
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.starts_with("-")) {
+      const CLI::Option* option = app.get_option_no_throw(word.substr(0, word.find('=')));
+      if (option != nullptr && option->get_type_size() > 0 && word.find('=') == std::string::npos) {
+        ++i;  // the option's value
+      }
+      continue;
+    }
+    std::string known;
+    for (const CLI::App* sub : subcommands) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    return "unknown command '" + word + "' (commands: " + known + ")";
+  }
+  return error.what();
 }
 
 int run(Command& command, Context& context) {
@@ -75,7 +102,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", e.what());
+    std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", describe_parse_error(app, e, argc, argv).c_str());
     return static_cast<int>(ExitCode::usage);
   }
 
