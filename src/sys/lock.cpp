@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "hoist/sys/termination.hpp"
+
 namespace hoist {
 
 long Lock::recorded_pid(int fd) {
@@ -71,7 +73,17 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
       message += fmt::format(" after {:g} s (--lock-timeout)", static_cast<double>(timeout.count()) / 1000.0);
       return SysError{message, ETIMEDOUT};
     }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
+    const auto pause = std::min<std::chrono::steady_clock::duration>(delay, deadline - now);
+    // SIGTERM/SIGINT end the wait at once (sys/termination.hpp), when handled.
+    if (const Interrupt* stop = termination::interrupt(); stop != nullptr) {
+      if (stop->wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(pause))) {
+        return SysError{"failed to lock '" + shown + "': stopped by " + std::string(termination::received_name()) +
+                            " while waiting for it",
+                        EINTR};
+      }
+    } else {
+      std::this_thread::sleep_for(pause);
+    }
     delay = std::min(delay * 2, std::chrono::milliseconds(200));
   }
   // Record the holder for the messages of those who wait (information only:

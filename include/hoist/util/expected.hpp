@@ -34,7 +34,8 @@ class [[nodiscard]] Expected {
     throw_if_error();
     return std::get<0>(m_v);
   }
-  T&& value() && {
+  // By value, not T&&: `for (auto& x : f().value())` must not dangle.
+  T value() && {
     throw_if_error();
     return std::get<0>(std::move(m_v));
   }

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "hoist/sys/metadata.hpp"
+#include "hoist/util/expected.hpp"
+#include "hoist/util/fd.hpp"
+
+struct archive;
+struct archive_entry;
+
+namespace hoist {
+
+/// One libarchive read handle over one archive file: every format libarchive
+/// reads (tar, cpio, zip, 7z, iso9660, ar, …) but raw, empty and mtree (raw and
+/// empty would call any file an archive; mtree reads the files it names from
+/// the local filesystem), under every compression filter.
+class ArchiveReader {
+ public:
+  /// Opens `path` and reads the format's first bytes. Fails when no format
+  /// recognises the file: it is then not an archive.
+  static Expected<ArchiveReader> open(const std::filesystem::path& path);
+
+  ArchiveReader(ArchiveReader&& other) noexcept;
+  ArchiveReader& operator=(ArchiveReader&& other) noexcept;
+  ArchiveReader(const ArchiveReader&) = delete;
+  ArchiveReader& operator=(const ArchiveReader&) = delete;
+  ~ArchiveReader();
+
+  /// The next entry's header, or nullptr after the last entry. The entry is
+  /// valid until the next call.
+  Expected<archive_entry*> next();
+
+  /// A run of the current entry's data at `offset` (sparse entries skip offsets).
+  struct Block {
+    const void* data = nullptr;
+    size_t size = 0;
+    int64_t offset = 0;
+  };
+  /// The next block of the current entry's data; a block of size 0 at its end.
+  Expected<Block> read_block();
+
+  /// The archive file's size on disk, for the unpack-ratio limit.
+  [[nodiscard]] uint64_t file_size() const noexcept { return m_file_size; }
+  /// The format libarchive detected ("GNU tar format", "SVR4 cpio newc", …).
+  [[nodiscard]] std::string format_name() const;
+  [[nodiscard]] const std::string& display() const noexcept { return m_display; }
+
+ private:
+  ArchiveReader(struct archive* handle, Fd fd, uint64_t file_size, std::string display)
+      : m_archive(handle), m_fd(std::move(fd)), m_file_size(file_size), m_display(std::move(display)) {}
+  [[nodiscard]] SysError error(std::string_view what) const;
+
+  struct archive* m_archive = nullptr;
+  Fd m_fd;
+  uint64_t m_file_size = 0;
+  std::string m_display;
+};
+
+/// The metadata of an archive entry: type and mode, numeric uid/gid, mtime
+/// (the current time when it has none), size, device number. When the entry
+/// has an access ACL with a mask, the group bits are the mask (as on disk).
+NodeMeta entry_meta(archive_entry* entry);
+
+/// The xattrs of an archive entry, with its POSIX ACLs (which libarchive keeps
+/// apart, parsed) encoded as `system.posix_acl_access`/`_default` xattrs.
+Xattrs entry_xattrs(archive_entry* entry);
+
+/// The entry's path as stored. NUL cannot appear in it: libarchive cuts names there.
+std::string_view entry_path(archive_entry* entry);
+/// The hard link target, or empty when the entry is not a hard link.
+std::string_view entry_hardlink(archive_entry* entry);
+/// The symlink target.
+std::string_view entry_symlink(archive_entry* entry);
+/// Whether the entry carries a size (zip entries may not, until their data is read).
+bool entry_size_known(archive_entry* entry);
+
+}  // namespace hoist

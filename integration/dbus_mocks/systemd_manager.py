@@ -1,0 +1,110 @@
+'''A test double of systemd's manager (org.freedesktop.systemd1) for hoist's
+integration tests: the methods hoist calls, on a python-dbusmock object.
+
+Parameters (JSON, dbusmock -p):
+  results:         {unit: job result}   JobRemoved's result ("done" when absent)
+  delays:          {unit: ms}           before JobRemoved is emitted (-1: never)
+  early:           [unit]               JobRemoved is emitted before the method returns
+  missing:         [unit]               the method fails with NoSuchUnit
+  service_results: {unit: Result}       the unit's Service.Result property
+
+Every call is logged by dbusmock ("<time> RestartUnit "k3s.service" "replace"").
+Manager.Reboot is implemented only to be caught being called: hoist must never
+call it.
+'''
+
+import dbus
+from gi.repository import GLib
+
+from dbusmock import mockobject
+
+BUS_NAME = 'org.freedesktop.systemd1'
+MAIN_OBJ = '/org/freedesktop/systemd1'
+MAIN_IFACE = 'org.freedesktop.systemd1.Manager'
+UNIT_IFACE = 'org.freedesktop.systemd1.Unit'
+SERVICE_IFACE = 'org.freedesktop.systemd1.Service'
+SYSTEM_BUS = True
+
+
+def load(mock, parameters):
+    mock.next_job = 1
+    mock.results = dict(parameters.get('results', {}))
+    mock.delays = dict(parameters.get('delays', {}))
+    mock.early = list(parameters.get('early', []))
+    mock.missing = list(parameters.get('missing', []))
+    mock.service_results = dict(parameters.get('service_results', {}))
+    mock.AddProperties(MAIN_IFACE, {'Version': 'v252'})
+
+
+def unit_path(name):
+    escaped = ''.join(c if c.isalnum() else f'_{ord(c):02x}' for c in name)
+    return f'{MAIN_OBJ}/unit/{escaped}'
+
+
+def settle_unit(self, name, result):
+    path = unit_path(name)
+    failed = result not in ('done', 'skipped')
+    props = {'Id': name, 'ActiveState': 'failed' if failed else 'active',
+             'SubState': 'failed' if failed else 'running'}
+    if path not in mockobject.objects:
+        self.AddObject(path, UNIT_IFACE, props, [])
+        if name.endswith('.service'):
+            mockobject.objects[path].AddProperties(
+                SERVICE_IFACE, {'Result': self.service_results.get(name, 'exit-code' if failed else 'success')})
+    else:
+        mockobject.objects[path].UpdateProperties(UNIT_IFACE, props)
+
+
+def emit_removed(self, job_id, job, name, result):
+    self.EmitSignal(MAIN_IFACE, 'JobRemoved', 'uoss', [dbus.UInt32(job_id), dbus.ObjectPath(job), name, result])
+    return False
+
+
+def queue_job(self, name):
+    if name in self.missing:
+        raise dbus.exceptions.DBusException(f'Unit {name} not found.', name='org.freedesktop.systemd1.NoSuchUnit')
+    job_id = self.next_job
+    self.next_job += 1
+    job = f'{MAIN_OBJ}/job/{job_id}'
+    result = self.results.get(name, 'done')
+    settle_unit(self, name, result)
+    if name in self.early:
+        emit_removed(self, job_id, job, name, result)
+    else:
+        delay = int(self.delays.get(name, 0))
+        if delay >= 0:
+            GLib.timeout_add(delay, emit_removed, self, job_id, job, name, result)
+    return dbus.ObjectPath(job)
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
+def RestartUnit(self, name, _mode):
+    return queue_job(self, str(name))
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
+def ReloadOrRestartUnit(self, name, _mode):
+    return queue_job(self, str(name))
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
+def StartUnit(self, name, _mode):
+    return queue_job(self, str(name))
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='', out_signature='')
+def Subscribe(_self):
+    pass
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='s', out_signature='o')
+def GetUnit(_self, name):
+    path = unit_path(str(name))
+    if path not in mockobject.objects:
+        raise dbus.exceptions.DBusException(f'Unit {name} not loaded.', name='org.freedesktop.systemd1.NoSuchUnit')
+    return dbus.ObjectPath(path)
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='', out_signature='')
+def Reboot(_self):
+    pass

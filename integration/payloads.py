@@ -1,0 +1,87 @@
+"""Payloads and host inspection for the upgrade, rollback and manifest tests."""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from conftest import run_hoist, tree_manifest
+
+# Distinct mtimes per version: the quick check (size, mtime, mode, owner) must
+# see a changed file as changed even when its size is the same.
+_MTIME_BASE = 1_700_000_000
+
+
+def make_tree(root, files, version_index=0):
+    """Writes `files` (relative path -> bytes or str) under `root`; returns root."""
+    root = Path(root)
+    for i, (rel, content) in enumerate(sorted(files.items())):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        stamp = _MTIME_BASE + version_index * 1000 + i
+        os.utime(path, (stamp, stamp))
+    return root
+
+
+def write_sha256sums(path, files):
+    """SHA256SUMS in sha256sum's format for `files` (name -> path)."""
+    lines = []
+    for name, file in sorted(files.items()):
+        digest = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+        lines.append(f"{digest}  {name}\n")
+    Path(path).write_text("".join(lines))
+    return Path(path)
+
+
+def sums_for_tree(tree, path):
+    tree = Path(tree)
+    files = {str(p.relative_to(tree)): p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()}
+    return write_sha256sums(path, files)
+
+
+def read_tree(root):
+    """relative path -> content (files), '-> target' (links), None (dirs)."""
+    root = Path(root)
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "-> " + os.readlink(path)
+        elif path.is_dir():
+            out[rel] = None
+        else:
+            out[rel] = path.read_bytes()
+    return out
+
+
+def state_of(host_root, component, state_dir="var/lib/hoist"):
+    return json.loads((Path(host_root) / state_dir / component / "state.json").read_text())
+
+
+def upgrade(host_root, *args, env=None, check=None, timeout=120):
+    return run_hoist("upgrade", "--host-root", host_root, "--lock-timeout", "5", *args, env=env, check=check,
+                     timeout=timeout)
+
+
+def rollback(host_root, *args, check=None):
+    return run_hoist("rollback", "--host-root", host_root, "--lock-timeout", "5", *args, check=check)
+
+
+def manifest_without(host_root, *excluded_prefixes):
+    """tree_manifest of the host minus the paths a refused run may still write
+    (the lock file, a state.json that records the refusal)."""
+    entries = tree_manifest(host_root)
+    return {k: v for k, v in entries.items() if not any(k == p or k.startswith(p + "/") for p in excluded_prefixes)}
+
+
+def host_read(host_root, host_path):
+    """The bytes at `host_path` as the host reads them: a host-absolute link
+    (the file kind's) is followed inside the host root, not in this process's."""
+    path = Path(host_root) / host_path.lstrip("/")
+    for _ in range(8):
+        if not path.is_symlink():
+            break
+        target = os.readlink(path)
+        path = Path(host_root) / target.lstrip("/") if target.startswith("/") else path.parent / target
+    return path.read_bytes()

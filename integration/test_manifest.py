@@ -1,0 +1,126 @@
+"""`hoist upgrade --manifest`: several components in one run, one lock, one
+gate; the manifest read strictly."""
+
+import json
+import os
+
+import pytest
+
+from conftest import run_hoist, tree_manifest
+from payloads import host_read, make_tree, manifest_without, state_of, upgrade, write_sha256sums
+
+
+def write_payload(tmp_path, version, index, tree_content, binary):
+    """A payload image's content: a tree, a binary, SHA256SUMS and the manifest."""
+    root = tmp_path / f"payload-{version}"
+    make_tree(root / "opt-app", tree_content, index)
+    (root / "bin").mkdir(parents=True)
+    (root / "bin/tool").write_bytes(binary)
+    write_sha256sums(root / "bin/SHA256SUMS", {"tool": root / "bin/tool"})
+    manifest = {
+        "schema": 1,
+        "version": version,
+        "components": [
+            {"name": "app", "kind": "tree", "source": "opt-app", "destination": "/opt/app"},
+            {"name": "tool", "kind": "file", "source": "bin/tool", "destination": "/usr/local/bin/tool",
+             "sha256sums": "bin/SHA256SUMS", "keep": 2},
+        ],
+    }
+    (root / "hoist.json").write_text(json.dumps(manifest))
+    return root / "hoist.json"
+
+
+@pytest.fixture
+def manifests(tmp_path):
+    return (write_payload(tmp_path, "1.0.0", 1, {"a": "one\n"}, b"tool one\n"),
+            write_payload(tmp_path, "1.1.0", 2, {"a": "two, longer\n", "b": "b\n"}, b"tool two\n"))
+
+
+def test_a_manifest_upgrades_every_component_in_one_run(host_root, manifests):
+    m1, m2 = manifests
+    result = upgrade(host_root, "--manifest", m1, check=0)
+    assert result.stderr.count("lock taken") == 1
+    upgrade(host_root, "--manifest", m2, check=0)
+    assert os.readlink(host_root / "opt/app/current") == "1.1.0"
+    assert host_read(host_root, "/usr/local/bin/tool") == b"tool two\n"
+    assert state_of(host_root, "app")["current"] == "1.1.0"
+    assert state_of(host_root, "tool")["previous"] == "1.0.0"
+    result = upgrade(host_root, "--manifest", m2, check=0)
+    assert "nothing to do" in result.stderr
+
+
+def test_the_manifest_version_must_agree_with_the_plan(host_root, manifests):
+    _, m2 = manifests
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, "--manifest", m2, env={"SYSTEM_UPGRADE_PLAN_LATEST_VERSION": "1.2.0"}, check=2)
+    assert "versions disagree for component 'app': '1.1.0' from the payload's manifest but '1.2.0' from " \
+           "SYSTEM_UPGRADE_PLAN_LATEST_VERSION" in result.stderr
+    upgrade(host_root, "--manifest", m2, "--version", "1.0.0", check=2)
+    assert tree_manifest(host_root) == before
+    upgrade(host_root, "--manifest", m2, "--version", "1.1.0", env={"SYSTEM_UPGRADE_PLAN_LATEST_VERSION": "1.1.0"},
+            check=0)
+
+
+def test_one_downgrade_refuses_the_whole_run(host_root, manifests, tmp_path):
+    m1, m2 = manifests
+    upgrade(host_root, "--manifest", m2, check=0)
+    # A manifest that upgrades `tool` but downgrades `app`.
+    doc = json.loads(m1.read_text())
+    doc["components"][1]["version"] = "9.0.0"
+    doc["components"][1]["source"] = str(m2.parent / "bin/tool")
+    doc["components"][1]["sha256sums"] = str(m2.parent / "bin/SHA256SUMS")
+    mixed = m1.parent / "mixed.json"
+    mixed.write_text(json.dumps(doc))
+    before = manifest_without(host_root, "run/hoist", "var/lib/hoist/app/state.json", "var/lib/hoist/tool/state.json")
+    result = upgrade(host_root, "--manifest", mixed, check=3)
+    assert "app: refusing to downgrade from 1.1.0 to 1.0.0" in result.stderr
+    assert manifest_without(host_root, "run/hoist", "var/lib/hoist/app/state.json",
+                            "var/lib/hoist/tool/state.json") == before
+    assert state_of(host_root, "tool")["current"] == "1.1.0"
+
+
+def test_a_failing_component_leaves_every_component_on_its_old_version(host_root, manifests):
+    m1, m2 = manifests
+    upgrade(host_root, "--manifest", m1, check=0)
+    # The file component cannot be installed: its destination is a directory.
+    (host_root / "usr/local/bin/tool").unlink()
+    (host_root / "usr/local/bin/tool").mkdir()
+    result = upgrade(host_root, "--manifest", m2, check=1)
+    assert "it is a directory" in result.stderr
+    assert os.readlink(host_root / "opt/app/current") == "1.0.0"
+    assert sorted(p.name for p in (host_root / "opt/app").iterdir()) == ["1.0.0", "current"]
+    assert state_of(host_root, "app")["last_result"]["outcome"] == "failed"
+
+
+def test_component_flags_cannot_be_combined_with_a_manifest(host_root, manifests):
+    m1, _ = manifests
+    result = upgrade(host_root, "--manifest", m1, "--kind", "tree", check=2)
+    assert "--kind cannot be combined with --manifest" in result.stderr
+
+
+@pytest.mark.parametrize("document, error", [
+    ({"schema": 1, "components": [{"name": "a", "kind": "tree", "source": "s", "destination": "/d", "x": 1}]},
+     "$.components[0].x: unknown key"),
+    ({"schema": 1, "components": [{"name": "a", "kind": "tree", "source": "s", "destination": "/d", "keep": "2"}]},
+     "$.components[0].keep: expected an integer from 1 to 1000"),
+    ({"schema": 1, "components": [{"name": "a", "kind": "tree", "source": "s", "destination": "/d1"},
+                                  {"name": "a", "kind": "tree", "source": "s", "destination": "/d2"}]},
+     "$.components[1].name: component 'a' is listed twice (first at $.components[0].name)"),
+    ({"schema": 1, "components": [{"name": "a", "kind": "tree", "source": "s", "destination": "/d"},
+                                  {"name": "b", "kind": "tree", "source": "s", "destination": "/d"}]},
+     "components 'a' and 'b' have the same destination '/d'"),
+])
+def test_a_bad_manifest_exits_2_naming_the_key(host_root, tmp_path, document, error):
+    (tmp_path / "s").mkdir()
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(document))
+    result = upgrade(host_root, "--manifest", path, "--version", "1.0.0", check=2)
+    assert error in result.stderr
+    assert not (host_root / "run/hoist").exists()
+
+
+def test_a_duplicate_key_in_the_manifest_is_refused(host_root, tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text('{"schema": 1, "schema": 1, "components": []}')
+    result = upgrade(host_root, "--manifest", path, check=2)
+    assert f"invalid manifest '{path}': $.schema: duplicate key" in result.stderr

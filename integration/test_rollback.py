@@ -1,0 +1,97 @@
+"""`hoist rollback` of the static binary: each kind, --to, refusals."""
+
+import os
+
+import pytest
+
+from conftest import tree_manifest
+from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
+
+
+def tree_args(source, version, *extra):
+    return ["--component", "app", "--kind", "tree", "--source", source, "--destination", "/opt/app",
+            "--version", version, *extra]
+
+
+@pytest.fixture
+def three_versions(host_root, tmp_path):
+    trees = {}
+    for i in range(1, 4):
+        trees[f"1.{i}.0"] = make_tree(tmp_path / f"p{i}", {"bin/app": f"app {i}\n" * i, "same": "same\n"}, i)
+        upgrade(host_root, *tree_args(trees[f"1.{i}.0"], f"1.{i}.0"), check=0)
+    return trees
+
+
+def test_rollback_goes_to_previous_and_swaps_the_links(host_root, three_versions):
+    result = rollback(host_root, "--component", "app", check=0)
+    assert "app: rolled back from 1.3.0 to 1.2.0" in result.stderr
+    app = host_root / "opt/app"
+    assert os.readlink(app / "current") == "1.2.0"
+    assert os.readlink(app / "previous") == "1.3.0"
+    assert read_tree(app / "current") == read_tree(three_versions["1.2.0"])
+    state = state_of(host_root, "app")
+    assert (state["current"], state["previous"]) == ("1.2.0", "1.3.0")
+    assert state["last_result"]["command"] == "rollback" and state["last_result"]["outcome"] == "succeeded"
+    # A second rollback goes back again (previous is now 1.3.0).
+    rollback(host_root, "--component", "app", check=0)
+    assert os.readlink(app / "current") == "1.3.0"
+
+
+def test_rollback_to_a_named_kept_version(host_root, three_versions):
+    rollback(host_root, "--component", "app", "--to", "1.1.0", check=0)
+    assert os.readlink(host_root / "opt/app/current") == "1.1.0"
+    assert os.readlink(host_root / "opt/app/previous") == "1.3.0"
+    # Rolling back to the current version does nothing.
+    result = rollback(host_root, "--component", "app", "--to", "1.1.0", check=0)
+    assert "already at 1.1.0" in result.stderr
+
+
+def test_rollback_refuses_a_missing_or_incomplete_version(host_root, three_versions):
+    before = tree_manifest(host_root / "opt")
+    result = rollback(host_root, "--component", "app", "--to", "0.9.0", check=2)
+    assert "cannot roll back app to 0.9.0: it is not kept on the host (kept: 1.1.0, 1.2.0, 1.3.0)" in result.stderr
+    os.rename(host_root / "opt/app/1.1.0", host_root / "opt/app/.1.1.0.partial")
+    result = rollback(host_root, "--component", "app", "--to", "1.1.0", check=2)
+    assert "cannot roll back app to 1.1.0: '" in result.stderr and "does not exist" in result.stderr
+    assert state_of(host_root, "app")["last_result"]["outcome"] == "refused"
+    assert os.readlink(host_root / "opt/app/current") == "1.3.0"
+    assert before != tree_manifest(host_root / "opt")  # only the partial we made
+
+
+def test_rollback_of_an_unknown_component_exits_2(host_root):
+    result = rollback(host_root, "--component", "nope", check=2)
+    assert "component 'nope' has no state" in result.stderr
+
+
+def test_file_kind_rolls_back_to_the_file_from_before_hoist(host_root, tmp_path):
+    bin_dir = host_root / "usr/local/bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "k3s").write_text("original\n")
+    new = tmp_path / "k3s"
+    new.write_text("new\n")
+    upgrade(host_root, "--component", "k3s", "--kind", "file", "--source", new, "--destination", "/usr/local/bin/k3s",
+            "--version", "1.0.0", check=0)
+    rollback(host_root, "--component", "k3s", check=0)
+    assert os.readlink(bin_dir / "k3s") == "/var/lib/hoist/k3s/pre-hoist/k3s"
+    assert host_read(host_root, "/usr/local/bin/k3s") == b"original\n"
+    state = state_of(host_root, "k3s")
+    assert (state["current"], state["previous"]) == ("pre-hoist", "1.0.0")
+    # An upgrade from there installs again.
+    upgrade(host_root, "--component", "k3s", "--kind", "file", "--source", new, "--destination", "/usr/local/bin/k3s",
+            "--version", "1.0.0", check=0)
+    assert host_read(host_root, "/usr/local/bin/k3s") == b"new\n"
+
+
+def test_sync_kind_rolls_back_once(host_root, tmp_path):
+    v1 = make_tree(tmp_path / "v1", {"a": "a1\n", "gone": "g\n"}, 1)
+    v2 = make_tree(tmp_path / "v2", {"a": "a2 longer\n", "added": "n\n"}, 2)
+    args = ["--component", "conf", "--kind", "sync", "--destination", "/etc/app"]
+    upgrade(host_root, *args, "--source", v1, "--version", "1.0.0", check=0)
+    upgrade(host_root, *args, "--source", v2, "--version", "2.0.0", check=0)
+    rollback(host_root, "--component", "conf", check=0)
+    assert read_tree(host_root / "etc/app") == read_tree(v1)
+    state = state_of(host_root, "conf")
+    assert (state["current"], state["previous"]) == ("1.0.0", "")
+    result = rollback(host_root, "--component", "conf", check=2)
+    assert "has no previous version to roll back to" in result.stderr
+    assert list((host_root / "etc/.app.hoist-sync").iterdir()) == []

@@ -1,0 +1,108 @@
+#include <CLI/CLI.hpp>
+#include <map>
+
+#include "hoist/cli/commands.hpp"
+#include "hoist/cli/host_action_options.hpp"
+#include "hoist/core/context.hpp"
+#include "hoist/core/manifest.hpp"
+#include "hoist/core/upgrade_run.hpp"
+#include "hoist/util/error.hpp"
+
+namespace hoist::cli {
+
+namespace {
+
+// The flags that describe one component; --manifest replaces all of them.
+constexpr const char* k_component_flags[] = {
+    "--component", "--kind",     "--source",     "--destination", "--version-scheme", "--allow-downgrade",
+    "--keep",      "--checksum", "--sha256sums", "--signature",   "--public-key"};
+
+class UpgradeCommand final : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    m_app = app.add_subcommand("upgrade", "verify, stage and switch to a new version of one or more components");
+    m_app->add_option("--component", m_spec.name, "the component's name ([a-z0-9][a-z0-9._-]*)");
+    m_app->add_option("--kind", m_kind, "tree, file, sysext or sync");
+    m_app->add_option("--source", m_spec.source, "the payload: a directory, a file or an archive (container path)");
+    m_app->add_option("--destination", m_spec.destination, "where it goes on the host (host path)");
+    m_app->add_option("--version", m_version, "the version to install (default: SYSTEM_UPGRADE_PLAN_LATEST_VERSION)");
+    m_app->add_option("--version-scheme", m_scheme, "semver, k3s or systemd")->default_str("semver");
+    m_app->add_flag("--allow-downgrade", m_allow_downgrade, "install an older version than the current one");
+    m_app->add_option("--keep", m_spec.keep, "versions kept on the host (never the current or previous)")
+        ->check(CLI::PositiveNumber)
+        ->default_str(std::to_string(k_default_keep));
+    m_app->add_flag("--checksum", m_checksum, "compare file contents, not only size, mtime, mode and owner");
+    m_app->add_option("--sha256sums", m_spec.sha256sums, "verify the payload against this SHA256SUMS file");
+    m_app->add_option("--signature", m_spec.signature, "a detached signature over the SHA256SUMS file");
+    m_app->add_option("--public-key", m_spec.public_key,
+                      "the PEM public key (Ed25519 or ECDSA P-256) to check it with");
+    m_app->add_option("--manifest", m_manifest, "upgrade the components a payload manifest (JSON) lists");
+    m_app->add_flag("--dry-run", m_dry_run, "print what would change; change nothing");
+    m_host.add_to(*m_app);  // --remount, --restart, --reboot…: with --manifest too
+    return m_app;
+  }
+
+  ExitCode run(Context& context) override {
+    std::vector<UpgradeItem> items;
+    const std::string& env_version = context.suc.plan_latest_version;
+    if (!m_manifest.empty()) {
+      for (const char* flag : k_component_flags) {
+        if (m_app->count(flag) > 0) {
+          throw UsageError(std::string(flag) + " cannot be combined with --manifest: the manifest gives it");
+        }
+      }
+      const Manifest manifest = load_manifest(m_manifest);
+      for (size_t i = 0; i < manifest.components.size(); ++i) {
+        const ComponentSpec& spec = manifest.components[i];
+        VersionSources sources;
+        if (manifest.own_version[i]) {
+          sources.payload = spec.payload_version;  // versioned on its own, not by the release
+        } else {
+          sources = VersionSources{m_version, env_version, spec.payload_version};
+        }
+        items.push_back(resolve_item(spec, sources));
+      }
+    } else {
+      std::string missing;
+      for (const char* flag : {"--component", "--kind", "--source", "--destination"}) {
+        if (m_app->count(flag) == 0) {
+          missing += (missing.empty() ? "" : ", ") + std::string(flag);
+        }
+      }
+      if (!missing.empty()) {
+        throw UsageError("upgrade needs " + missing + " (or --manifest)");
+      }
+      m_spec.kind = parse_component_kind(m_kind);
+      m_spec.version_scheme = parse_version_scheme(m_scheme);
+      m_spec.allow_downgrade = m_allow_downgrade ? AllowDowngrade::yes : AllowDowngrade::no;
+      m_spec.compare = m_checksum ? Compare::checksum : Compare::quick;
+      items.push_back(resolve_item(m_spec, VersionSources{m_version, env_version, ""}));
+    }
+    UpgradeOptions options;
+    options.dry_run = m_dry_run ? DryRun::yes : DryRun::no;
+    options.progress = progress_style_for_stderr(context.options.log_format);
+    options.durability = default_durability();
+    options.host = m_host.actions();
+    return run_upgrade(context, std::move(items), options);
+  }
+
+ private:
+  CLI::App* m_app = nullptr;
+  ComponentSpec m_spec;
+  std::string m_kind;
+  std::string m_version;
+  std::string m_scheme = "semver";
+  bool m_allow_downgrade = false;
+  bool m_checksum = false;
+  bool m_dry_run = false;
+  std::string m_manifest;
+  HostActionOptions m_host;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_upgrade_command() {
+  return std::make_unique<UpgradeCommand>();
+}
+
+}  // namespace hoist::cli

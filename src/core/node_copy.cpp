@@ -1,0 +1,185 @@
+#include "node_copy.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <set>
+#include <utility>
+
+#include "hoist/sys/directory.hpp"
+#include "hoist/util/error.hpp"
+#include "transfer_support.hpp"
+
+namespace hoist::transfer {
+
+namespace {
+
+/// Opens an existing regular file or directory for reading its xattrs and content.
+Fd open_existing(int dirfd, const char* name, mode_t type, std::string_view display) {
+  const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (type == S_IFDIR ? O_DIRECTORY : 0);
+  Fd fd(::openat(dirfd, name, flags));
+  if (!fd) {
+    throw Failure(system_message("open " + in_quotes(display), errno));
+  }
+  return fd;
+}
+
+}  // namespace
+
+SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::string_view display) {
+  SourceNode node;
+  node.meta = NodeMeta::from_stat(st);
+  node.dev = st.st_dev;
+  switch (node.meta.type()) {
+    case S_IFREG:
+      node.fd = open_existing(dirfd, name, S_IFREG, display);
+      node.xattrs = checked(read_xattrs(NodeRef{dirfd, name, node.fd.get()}, display));
+      break;
+    case S_IFLNK:
+      node.symlink = checked(read_symlink(dirfd, name, display));
+      node.xattrs = checked(read_xattrs(NodeRef{dirfd, name}, display));
+      break;
+    case S_IFDIR: {
+      Fd dir = open_existing(dirfd, name, S_IFDIR, display);
+      node.xattrs = checked(read_xattrs(NodeRef{dirfd, name, dir.get()}, display));
+      break;
+    }
+    default: node.xattrs = checked(read_xattrs(NodeRef{dirfd, name}, display)); break;
+  }
+  return node;
+}
+
+ExistingNode stat_existing(int dirfd, const char* name, std::string_view display) {
+  ExistingNode existing;
+  if (dirfd < 0) {
+    return existing;
+  }
+  if (::fstatat(dirfd, name, &existing.st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      return existing;
+    }
+    throw Failure(system_message("stat " + in_quotes(display), errno));
+  }
+  existing.present = true;
+  return existing;
+}
+
+Outcome compare_node(const SourceNode& source, const ExistingNode& existing, int dirfd, const char* name,
+                     Compare compare, std::string_view source_display, std::string_view display) {
+  if (!existing.present) {
+    return Outcome::added;
+  }
+  if (!same_attributes(source.meta, NodeMeta::from_stat(existing.st))) {
+    return Outcome::changed;
+  }
+  const mode_t type = source.meta.type();
+  if (type == S_IFLNK && checked(read_symlink(dirfd, name, display)) != source.symlink) {
+    return Outcome::changed;
+  }
+  Fd fd;
+  if (type == S_IFREG || type == S_IFDIR) {
+    fd = open_existing(dirfd, name, type, display);
+  }
+  if (!same_xattrs(source.xattrs, checked(read_xattrs(NodeRef{dirfd, name, fd.get()}, display)))) {
+    return Outcome::changed;
+  }
+  if (type == S_IFREG && compare == Compare::checksum &&
+      !checked(same_content(source.fd.get(), fd.get(), source_display, display))) {
+    return Outcome::changed;
+  }
+  return Outcome::unchanged;
+}
+
+uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& copier, std::string_view source_display,
+                    std::string_view target_display, const CopyProgress& progress) {
+  // The inode is made with its final permission bits where the umask lets it,
+  // and owned by us: then apply_metadata() has no chmod or chown left to do.
+  const mode_t perms = source.meta.mode & 0777;
+  const mode_t create_perms = (perms & target.umask) == 0 ? perms : 0600;
+  const InitialMode initial{target.creator_uid, target.creator_gid, create_perms};
+  uint64_t written = 0;
+  Fd fd;
+  switch (source.meta.type()) {
+    case S_IFREG:
+      fd.reset(::openat(target.dirfd, target.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, create_perms));
+      if (!fd) {
+        throw Failure(system_message("create " + in_quotes(target_display), errno));
+      }
+      // Offsets stay at 0 for the copy: comparisons read with pread.
+      written = checked(copier.copy(source.fd.get(), source.dev, fd.get(), target.dev, source.meta.size, source_display,
+                                    target_display, progress));
+      break;
+    case S_IFLNK:
+      if (::symlinkat(source.symlink.c_str(), target.dirfd, target.name) != 0) {
+        throw Failure(system_message("create symlink " + in_quotes(target_display), errno));
+      }
+      break;
+    case S_IFCHR:
+    case S_IFBLK:
+    case S_IFIFO:
+    case S_IFSOCK:
+      if (::mknodat(target.dirfd, target.name, source.meta.type() | create_perms, source.meta.rdev) != 0) {
+        throw Failure(system_message("create " + in_quotes(target_display), errno));
+      }
+      break;
+    default: throw Failure("failed to copy " + in_quotes(source_display) + ": unsupported file type");
+  }
+  checked(apply_metadata(NodeRef{target.dirfd, target.name, fd.get()}, source.meta, source.xattrs, target.inherited,
+                         target_display, target.owner == NewOwner::creator ? &initial : nullptr));
+  return written;
+}
+
+void count_tree(int dirfd, const char* name, uint64_t& files, uint64_t& bytes, std::string_view display) {
+  struct stat st {};
+  if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      return;
+    }
+    throw Failure(system_message("stat " + in_quotes(display), errno));
+  }
+  ++files;
+  if (S_ISREG(st.st_mode)) {
+    bytes += static_cast<uint64_t>(st.st_size);
+    return;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return;
+  }
+  Fd dir = checked(open_directory(dirfd, name, display));
+  for (const DirEntry& entry : checked(read_directory(dir.get(), display))) {
+    count_tree(dir.get(), entry.name.c_str(), files, bytes, join_path(display, entry.name));
+  }
+}
+
+namespace {
+
+void add_tree_bytes(int dir, const std::string& display, std::set<std::pair<dev_t, ino_t>>& linked, uint64_t& bytes) {
+  for (const DirEntry& entry : checked(read_directory(dir, display))) {
+    const std::string path = join_path(display, entry.name);
+    struct stat st {};
+    if (::fstatat(dir, entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      throw Failure(system_message("stat " + in_quotes(path), errno));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      const Fd child = checked(open_directory(dir, entry.name.c_str(), path));
+      add_tree_bytes(child.get(), path, linked, bytes);
+    } else if (S_ISREG(st.st_mode) && (st.st_nlink == 1 || linked.emplace(st.st_dev, st.st_ino).second)) {
+      bytes += static_cast<uint64_t>(st.st_size);
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t tree_bytes(int dir, std::string_view display) {
+  // Hard-linked data counts once, as the transfer counts it.
+  std::set<std::pair<dev_t, ino_t>> linked;
+  uint64_t bytes = 0;
+  add_tree_bytes(dir, std::string(display), linked, bytes);
+  return bytes;
+}
+
+}  // namespace hoist::transfer

@@ -1,0 +1,78 @@
+#pragma once
+
+// Internal to the transfer engine: one entry of a payload directory, read,
+// compared with an existing entry, and written somewhere else.
+
+#include <sys/stat.h>
+
+#include <string>
+#include <string_view>
+
+#include "hoist/core/transfer.hpp"
+#include "hoist/sys/file_copy.hpp"
+#include "hoist/sys/metadata.hpp"
+#include "hoist/util/fd.hpp"
+#include "transfer_counters.hpp"
+
+namespace hoist::transfer {
+
+/// An entry of the payload, everything rsync -aHAX copies of it.
+struct SourceNode {
+  NodeMeta meta;
+  Xattrs xattrs;
+  dev_t dev = 0;        ///< the payload filesystem, for FileCopier
+  Fd fd;                ///< regular files: open for reading
+  std::string symlink;  ///< symlinks: the target
+};
+
+/// Reads entry `name` of the payload directory `dirfd`; `st` is its lstat.
+/// Throws Failure naming `display`.
+SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::string_view display);
+
+/// The existing entry `name` in `dirfd` (-1: there is none), as far as a comparison needs it.
+struct ExistingNode {
+  bool present = false;
+  struct stat st {};
+};
+
+/// lstat of `name` in `dirfd`; absent when `dirfd` is -1 or the name does not exist.
+ExistingNode stat_existing(int dirfd, const char* name, std::string_view display);
+
+/// Whether `existing` (entry `name` of `dirfd`) already is `source`: same type,
+/// quick-check attributes and xattrs, the same target for symlinks, and with
+/// Compare::checksum the same content. Directories compare by metadata only.
+Outcome compare_node(const SourceNode& source, const ExistingNode& existing, int dirfd, const char* name,
+                     Compare compare, std::string_view source_display, std::string_view display);
+
+/// Who owns an inode that write_node() creates.
+enum class NewOwner {
+  creator,  ///< the process's euid and egid (no setgid directory above it)
+  unknown,  ///< maybe a setgid directory's group: always chown
+};
+
+/// Where write_node() writes.
+struct WriteTarget {
+  int dirfd = -1;
+  const char* name = nullptr;
+  dev_t dev = 0;  ///< st_dev of the target filesystem
+  ExistingXattrs inherited = ExistingXattrs::none;
+  NewOwner owner = NewOwner::unknown;
+  mode_t umask = 077;     ///< the process's umask (current_umask()), which narrows the modes given to open
+  uid_t creator_uid = 0;  ///< the process's euid and egid, read once (not per file)
+  gid_t creator_gid = 0;
+};
+
+/// Creates `source` (not a directory) as `target`, which must not exist: data,
+/// then metadata (apply_metadata's order). Returns the data bytes written (0 when
+/// cloned). `progress` gets the bytes copied so far of big files.
+uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& copier, std::string_view source_display,
+                    std::string_view target_display, const CopyProgress& progress = {});
+
+/// Counts the entries and regular-file bytes of `name` in `dirfd` and, for a
+/// directory, of everything under it: what removing it removes.
+void count_tree(int dirfd, const char* name, uint64_t& files, uint64_t& bytes, std::string_view display);
+
+/// The regular-file bytes under the open directory `dir`, each inode once: TransferStats::bytes_total.
+uint64_t tree_bytes(int dir, std::string_view display);
+
+}  // namespace hoist::transfer

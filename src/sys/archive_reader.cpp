@@ -1,0 +1,245 @@
+#include "hoist/sys/archive_reader.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+#include "hoist/sys/posix_acl.hpp"
+
+namespace hoist {
+
+namespace {
+
+// libarchive reads the file in blocks of this size.
+constexpr size_t k_block_size = size_t{128} * 1024;
+
+std::string in_quotes(std::string_view display) {
+  return "'" + std::string(display) + "'";
+}
+
+void enable_formats(struct archive* handle) {
+  // Not archive_read_support_format_all(): it adds empty (any 0-byte file) and
+  // mtree (reads whatever files the text names). raw is never in _all.
+  // Return codes are ignored: a format whose library is missing just stays off.
+  archive_read_support_format_7zip(handle);
+  archive_read_support_format_ar(handle);
+  archive_read_support_format_cab(handle);
+  archive_read_support_format_cpio(handle);
+  archive_read_support_format_iso9660(handle);
+  archive_read_support_format_lha(handle);
+  archive_read_support_format_rar(handle);
+  archive_read_support_format_rar5(handle);
+  archive_read_support_format_tar(handle);
+  archive_read_support_format_warc(handle);
+  archive_read_support_format_xar(handle);
+  archive_read_support_format_zip(handle);
+  archive_read_support_filter_all(handle);
+}
+
+uint16_t acl_tag(int tag) {
+  switch (tag) {
+    case ARCHIVE_ENTRY_ACL_USER_OBJ: return PosixAclEntry::user_obj;
+    case ARCHIVE_ENTRY_ACL_USER: return PosixAclEntry::user;
+    case ARCHIVE_ENTRY_ACL_GROUP_OBJ: return PosixAclEntry::group_obj;
+    case ARCHIVE_ENTRY_ACL_GROUP: return PosixAclEntry::group;
+    case ARCHIVE_ENTRY_ACL_MASK: return PosixAclEntry::mask;
+    case ARCHIVE_ENTRY_ACL_OTHER: return PosixAclEntry::other;
+    default: return 0;
+  }
+}
+
+/// The entry's POSIX ACL of `type` (ACCESS or DEFAULT); empty when it has none.
+/// libarchive keeps the owner, group and other entries of an access ACL in the
+/// mode and gives them back first when there are other entries.
+std::vector<PosixAclEntry> entry_acl(archive_entry* entry, int type) {
+  std::vector<PosixAclEntry> acl;
+  if (archive_entry_acl_reset(entry, type) <= 0) {
+    return acl;
+  }
+  int entry_type = 0;
+  int permset = 0;
+  int tag = 0;
+  int id = 0;
+  const char* name = nullptr;
+  while (archive_entry_acl_next(entry, type, &entry_type, &permset, &tag, &id, &name) == ARCHIVE_OK) {
+    const uint16_t kernel_tag = acl_tag(tag);
+    if (kernel_tag == 0) {
+      continue;  // NFSv4 "everyone": not a POSIX ACL entry
+    }
+    acl.push_back(PosixAclEntry{kernel_tag, static_cast<uint16_t>(permset & 07), static_cast<uint32_t>(id)});
+  }
+  return acl;
+}
+
+}  // namespace
+
+Expected<ArchiveReader> ArchiveReader::open(const std::filesystem::path& path) {
+  const std::string display = path.string();
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) {
+    return sys_error("open archive " + in_quotes(display));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return sys_error("stat archive " + in_quotes(display));
+  }
+  struct archive* handle = archive_read_new();
+  if (handle == nullptr) {
+    return SysError{"failed to read archive " + in_quotes(display) + ": out of memory", ENOMEM};
+  }
+  ArchiveReader reader(handle, std::move(fd), static_cast<uint64_t>(st.st_size), display);
+  enable_formats(handle);
+  // The fd variant keeps seeking (zip reads its central directory at the end).
+  if (archive_read_open_fd(handle, reader.m_fd.get(), k_block_size) != ARCHIVE_OK) {
+    return reader.error("read archive " + in_quotes(display));
+  }
+  return reader;
+}
+
+ArchiveReader::ArchiveReader(ArchiveReader&& other) noexcept
+    : m_archive(std::exchange(other.m_archive, nullptr)),
+      m_fd(std::move(other.m_fd)),
+      m_file_size(other.m_file_size),
+      m_display(std::move(other.m_display)) {}
+
+ArchiveReader& ArchiveReader::operator=(ArchiveReader&& other) noexcept {
+  if (this != &other) {
+    if (m_archive != nullptr) {
+      archive_read_free(m_archive);
+    }
+    m_archive = std::exchange(other.m_archive, nullptr);
+    m_fd = std::move(other.m_fd);
+    m_file_size = other.m_file_size;
+    m_display = std::move(other.m_display);
+  }
+  return *this;
+}
+
+ArchiveReader::~ArchiveReader() {
+  if (m_archive != nullptr) {
+    archive_read_free(m_archive);
+  }
+}
+
+SysError ArchiveReader::error(std::string_view what) const {
+  const char* text = archive_error_string(m_archive);
+  const int errnum = archive_errno(m_archive);
+  return SysError{"failed to " + std::string(what) + ": " + (text != nullptr ? text : "unknown libarchive error"),
+                  errnum};
+}
+
+Expected<archive_entry*> ArchiveReader::next() {
+  archive_entry* entry = nullptr;
+  const int rc = archive_read_next_header(m_archive, &entry);
+  if (rc == ARCHIVE_EOF) {
+    return static_cast<archive_entry*>(nullptr);
+  }
+  // ARCHIVE_WARN: e.g. an unknown pax keyword or a name not in the locale's charset; the entry is usable.
+  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+    return error("read archive " + in_quotes(m_display));
+  }
+  return entry;
+}
+
+Expected<ArchiveReader::Block> ArchiveReader::read_block() {
+  Block block;
+  la_int64_t offset = 0;
+  const int rc = archive_read_data_block(m_archive, &block.data, &block.size, &offset);
+  if (rc == ARCHIVE_EOF) {
+    return Block{};
+  }
+  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+    return error("read archive " + in_quotes(m_display));
+  }
+  block.offset = offset;
+  return block;
+}
+
+std::string ArchiveReader::format_name() const {
+  const char* name = archive_format_name(m_archive);
+  return name != nullptr ? name : "unknown";
+}
+
+NodeMeta entry_meta(archive_entry* entry) {
+  NodeMeta meta;
+  meta.mode = archive_entry_mode(entry);
+  meta.uid = static_cast<uid_t>(archive_entry_uid(entry));
+  meta.gid = static_cast<gid_t>(archive_entry_gid(entry));
+  if (archive_entry_mtime_is_set(entry) != 0) {
+    meta.mtime.tv_sec = archive_entry_mtime(entry);
+    meta.mtime.tv_nsec = archive_entry_mtime_nsec(entry);
+  } else {
+    ::clock_gettime(CLOCK_REALTIME, &meta.mtime);
+  }
+  if (meta.type() == S_IFREG) {
+    meta.size = static_cast<uint64_t>(std::max<la_int64_t>(0, archive_entry_size(entry)));
+  }
+  if (meta.type() == S_IFCHR || meta.type() == S_IFBLK) {
+    meta.rdev = archive_entry_rdev(entry);
+  }
+  // libarchive folds the ACL's group entry into the mode's group bits; on disk
+  // (and in stat) they are the mask's.
+  for (const PosixAclEntry& acl : entry_acl(entry, ARCHIVE_ENTRY_ACL_TYPE_ACCESS)) {
+    if (acl.tag == PosixAclEntry::mask) {
+      meta.mode = (meta.mode & ~mode_t{070}) | static_cast<mode_t>(acl.perm << 3U);
+    }
+  }
+  return meta;
+}
+
+Xattrs entry_xattrs(archive_entry* entry) {
+  Xattrs xattrs;
+  if (archive_entry_xattr_reset(entry) > 0) {
+    const char* name = nullptr;
+    const void* value = nullptr;
+    size_t size = 0;
+    while (archive_entry_xattr_next(entry, &name, &value, &size) == ARCHIVE_OK) {
+      if (name == nullptr || *name == '\0') {
+        continue;
+      }
+      // An archive may list a name twice; the last one wins, as it would on disk.
+      std::erase_if(xattrs, [&](const Xattr& x) { return x.name == name; });
+      xattrs.push_back(Xattr{name, std::string(static_cast<const char*>(value), size)});
+    }
+  }
+  const std::pair<int, const char*> kinds[] = {{ARCHIVE_ENTRY_ACL_TYPE_ACCESS, "system.posix_acl_access"},
+                                               {ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, "system.posix_acl_default"}};
+  for (const auto& [type, name] : kinds) {
+    auto acl = entry_acl(entry, type);
+    if (acl.empty()) {
+      continue;
+    }
+    // An ACL that came as an xattr too is taken from the parsed form.
+    std::erase_if(xattrs, [&](const Xattr& x) { return x.name == name; });
+    xattrs.push_back(Xattr{name, encode_posix_acl(std::move(acl))});
+  }
+  std::sort(xattrs.begin(), xattrs.end(), [](const Xattr& a, const Xattr& b) { return a.name < b.name; });
+  return xattrs;
+}
+
+std::string_view entry_path(archive_entry* entry) {
+  const char* path = archive_entry_pathname(entry);
+  return path != nullptr ? path : "";
+}
+
+std::string_view entry_hardlink(archive_entry* entry) {
+  const char* target = archive_entry_hardlink(entry);
+  return target != nullptr ? target : "";
+}
+
+std::string_view entry_symlink(archive_entry* entry) {
+  const char* target = archive_entry_symlink(entry);
+  return target != nullptr ? target : "";
+}
+
+bool entry_size_known(archive_entry* entry) {
+  return archive_entry_size_is_set(entry) != 0;
+}
+
+}  // namespace hoist

@@ -1,0 +1,71 @@
+#include "hoist/sys/atomic_symlink.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+#include "hoist/sys/atomic_file.hpp"
+
+namespace hoist {
+
+std::string temporary_name(std::string_view name) {
+  static thread_local std::mt19937_64 generator{std::random_device{}()};
+  constexpr std::string_view k_alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string result(k_temp_prefix);
+  result += name;
+  result += '.';
+  for (int i = 0; i < 12; ++i) {
+    result += k_alphabet[generator() % k_alphabet.size()];
+  }
+  return result;
+}
+
+Expected<void> replace_symlink(int dirfd, const std::string& name, const std::string& target,
+                               std::string_view display) {
+  std::string temp;
+  for (int attempt = 0;; ++attempt) {
+    temp = temporary_name(name);
+    if (::symlinkat(target.c_str(), dirfd, temp.c_str()) == 0) {
+      break;
+    }
+    if (errno != EEXIST || attempt == 8) {
+      return sys_error("create a symlink to '" + target + "' beside '" + std::string(display) + "'");
+    }
+  }
+  if (::renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
+    const int saved = errno;
+    ::unlinkat(dirfd, temp.c_str(), 0);
+    return sys_error("rename a symlink to '" + target + "' over '" + std::string(display) + "'", saved);
+  }
+  // The rename is durable only once the directory entry is on disk.
+  if (::fsync(dirfd) != 0) {
+    return sys_error("fsync the directory of '" + std::string(display) + "'");
+  }
+  return {};
+}
+
+Expected<std::string> read_symlink(int dirfd, const std::string& name, std::string_view display) {
+  std::string target(256, '\0');
+  for (;;) {
+    const ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
+    if (n < 0) {
+      return sys_error("read symlink '" + std::string(display) + "'");
+    }
+    if (static_cast<size_t>(n) < target.size()) {
+      target.resize(static_cast<size_t>(n));
+      return target;
+    }
+    target.resize(target.size() * 2);
+  }
+}
+
+Expected<void> fsync_directory(int dirfd, std::string_view display) {
+  if (::fsync(dirfd) != 0) {
+    return sys_error("fsync directory '" + std::string(display) + "'");
+  }
+  return {};
+}
+
+}  // namespace hoist

@@ -1,0 +1,227 @@
+#include "hoist/sys/file_copy.hpp"
+
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+namespace hoist {
+
+namespace {
+
+// Large enough that a big file costs few syscalls, small enough for many threads.
+constexpr size_t k_buffer_size = size_t{256} * 1024;
+// copy_file_range is asked for this much at a time, so progress moves on big files.
+constexpr size_t k_range_chunk = size_t{8} << 20U;
+
+std::string in_quotes(std::string_view display) {
+  return "'" + std::string(display) + "'";
+}
+
+char* thread_buffer(int which) {
+  thread_local std::unique_ptr<char[]> buffers[2];
+  auto& buffer = buffers[which];
+  if (!buffer) {
+    buffer = std::make_unique<char[]>(k_buffer_size);
+  }
+  return buffer.get();
+}
+
+/// Errors that mean "this method does not work between these filesystems", as
+/// opposed to errors of the copy itself (ENOSPC, EIO, EDQUOT).
+bool method_refused(int errnum) {
+  return errnum == EOPNOTSUPP || errnum == ENOTTY || errnum == EXDEV || errnum == EINVAL || errnum == ENOSYS ||
+         errnum == EBADF || errnum == EPERM || errnum == ETXTBSY;
+}
+
+/// Reads up to `size` bytes at the file offset, retrying EINTR and short reads until EOF.
+ssize_t read_full(int fd, char* buffer, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, buffer + done, size - done);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return -1;
+    }
+    if (n == 0) {
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+Expected<void> write_full(int fd, const char* data, size_t size, std::string_view display) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return sys_error("write " + in_quotes(display));
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return {};
+}
+
+}  // namespace
+
+CopyMethod FileCopier::method_for(dev_t in_dev, dev_t out_dev) {
+  if (const int forced = m_forced.load(); forced >= 0) {
+    return static_cast<CopyMethod>(forced);
+  }
+  std::lock_guard lock(m_mutex);
+  for (const auto& [pair, method] : m_methods) {
+    if (pair.first == in_dev && pair.second == out_dev) {
+      return method;
+    }
+  }
+  return CopyMethod::clone;
+}
+
+void FileCopier::downgrade(dev_t in_dev, dev_t out_dev, CopyMethod to) {
+  std::lock_guard lock(m_mutex);
+  for (auto& [pair, method] : m_methods) {
+    if (pair.first == in_dev && pair.second == out_dev) {
+      method = std::max(method, to);
+      return;
+    }
+  }
+  m_methods.push_back({{in_dev, out_dev}, to});
+}
+
+Expected<uint64_t> FileCopier::copy(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size,
+                                    std::string_view in_display, std::string_view out_display,
+                                    const CopyProgress& progress, CopyExtent extent) {
+  if (size == 0) {
+    return uint64_t{0};
+  }
+  CopyMethod method = method_for(in_dev, out_dev);
+  if (method == CopyMethod::clone) {
+    if (extent == CopyExtent::whole_file) {
+      if (::ioctl(out, FICLONE, in) == 0) {
+        if (progress) {
+          progress(size);
+        }
+        return uint64_t{0};
+      }
+      if (!method_refused(errno)) {
+        return sys_error("clone " + in_quotes(in_display) + " to " + in_quotes(out_display));
+      }
+      downgrade(in_dev, out_dev, CopyMethod::copy_range);
+    }
+    method = CopyMethod::copy_range;
+  }
+  // Each method continues where the one before stopped, at the two file offsets.
+  // The loops stop at `size` without probing for EOF: one syscall per small file.
+  uint64_t done = 0;
+  auto kernel_copy = [&](CopyMethod current, CopyMethod next) -> Expected<void> {
+    while (done < size) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(k_range_chunk, size - done));
+      const ssize_t n = current == CopyMethod::copy_range ? ::copy_file_range(in, nullptr, out, nullptr, want, 0)
+                                                          : ::sendfile(out, in, nullptr, want);
+      if (n < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        if (done == 0 && method_refused(errno)) {
+          downgrade(in_dev, out_dev, next);
+          method = next;
+          return {};
+        }
+        return sys_error("copy " + in_quotes(in_display) + " to " + in_quotes(out_display));
+      }
+      if (n == 0) {
+        // EOF before `size`: the file shrank, or it lies about its size (procfs).
+        size = done;
+        break;
+      }
+      done += static_cast<uint64_t>(n);
+      if (progress) {
+        progress(done);
+      }
+    }
+    return {};
+  };
+  if (method == CopyMethod::copy_range) {
+    if (auto copied = kernel_copy(CopyMethod::copy_range, CopyMethod::send_file); !copied) {
+      return copied.error();
+    }
+  }
+  // sendfile copies in the kernel between any two filesystems, where copy_file_range
+  // answers EXDEV (since 5.19, e.g. from a container's overlayfs to the host's ext4).
+  if (method == CopyMethod::send_file) {
+    if (auto copied = kernel_copy(CopyMethod::send_file, CopyMethod::read_write); !copied) {
+      return copied.error();
+    }
+  }
+  char* buffer = thread_buffer(0);
+  while (done < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(k_buffer_size, size - done));
+    const ssize_t n = read_full(in, buffer, want);
+    if (n < 0) {
+      return sys_error("read " + in_quotes(in_display));
+    }
+    if (n == 0) {
+      break;
+    }
+    if (auto written = write_full(out, buffer, static_cast<size_t>(n), out_display); !written) {
+      return written.error();
+    }
+    done += static_cast<uint64_t>(n);
+    if (progress && (done % k_range_chunk < static_cast<uint64_t>(n) || done == size)) {
+      progress(done);
+    }
+  }
+  return done;
+}
+
+Expected<bool> same_content(int a, int b, std::string_view a_display, std::string_view b_display) {
+  char* buffer_a = thread_buffer(0);
+  char* buffer_b = thread_buffer(1);
+  off_t offset = 0;
+  for (;;) {
+    const ssize_t n = ::pread(a, buffer_a, k_buffer_size, offset);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return sys_error("read " + in_quotes(a_display));
+    }
+    ssize_t m = 0;
+    while (m < n || n == 0) {
+      const ssize_t got = ::pread(b, buffer_b + m, static_cast<size_t>((n == 0 ? 1 : n) - m), offset + m);
+      if (got < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        return sys_error("read " + in_quotes(b_display));
+      }
+      if (got == 0) {
+        break;
+      }
+      m += got;
+      if (n == 0) {
+        break;
+      }
+    }
+    if (n == 0) {
+      return m == 0;
+    }
+    if (m != n || std::memcmp(buffer_a, buffer_b, static_cast<size_t>(n)) != 0) {
+      return false;
+    }
+    offset += n;
+  }
+}
+
+}  // namespace hoist

@@ -1,0 +1,157 @@
+#include "hoist/sys/host_dir.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "hoist/sys/atomic_symlink.hpp"
+#include "hoist/sys/directory.hpp"
+
+namespace hoist {
+
+namespace {
+
+std::string parent_of(const std::string& host_path) {
+  std::string trimmed = host_path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') {
+    trimmed.pop_back();
+  }
+  const size_t slash = trimmed.rfind('/');
+  if (slash == std::string::npos || slash == 0) {
+    return "/";
+  }
+  return trimmed.substr(0, slash);
+}
+
+}  // namespace
+
+Expected<HostDir> HostDir::open(const HostRoot& root, const std::string& host_path) {
+  auto fd = root.open(host_path, O_RDONLY | O_DIRECTORY);
+  if (!fd) {
+    return fd.error();
+  }
+  return HostDir(std::move(*fd), root.display(host_path));
+}
+
+Expected<HostDir> HostDir::create(const HostRoot& root, const std::string& host_path, mode_t mode) {
+  auto existing = open(root, host_path);
+  if (existing || existing.error().errnum != ENOENT) {
+    return existing;
+  }
+  const std::string parent_path = parent_of(host_path);
+  auto parent = parent_path == host_path ? open(root, parent_path) : create(root, parent_path, mode);
+  if (!parent) {
+    return parent.error();
+  }
+  std::string name = host_path;
+  while (name.size() > 1 && name.back() == '/') {
+    name.pop_back();
+  }
+  name = name.substr(name.rfind('/') + 1);
+  if (::mkdirat(parent->fd(), name.c_str(), mode) != 0 && errno != EEXIST) {
+    return sys_error("create directory '" + root.display(host_path) + "'");
+  }
+  if (auto synced = parent->sync(); !synced) {
+    return synced.error();
+  }
+  return open(root, host_path);
+}
+
+Expected<HostDir> HostDir::child(const std::string& name) const {
+  Fd fd(::openat(m_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    return sys_error("open '" + display(name) + "'");
+  }
+  return HostDir(std::move(fd), display(name));
+}
+
+Expected<HostDir> HostDir::make_child(const std::string& name) const {
+  if (::mkdirat(m_fd.get(), name.c_str(), 0755) != 0) {
+    return sys_error("create directory '" + display(name) + "'");
+  }
+  if (auto synced = sync(); !synced) {
+    return synced.error();
+  }
+  return child(name);
+}
+
+std::string HostDir::display(std::string_view name) const {
+  std::string shown = m_display;
+  if (shown.empty() || shown.back() != '/') {
+    shown += '/';
+  }
+  shown += name;
+  return shown;
+}
+
+std::optional<struct stat> HostDir::stat(const std::string& name) const {
+  struct stat st {};
+  if (::fstatat(m_fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return std::nullopt;
+  }
+  return st;
+}
+
+Expected<std::vector<std::string>> HostDir::list() const {
+  const int copy = ::openat(m_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (copy < 0) {
+    return sys_error("list '" + m_display + "'");
+  }
+  DIR* stream = ::fdopendir(copy);
+  if (stream == nullptr) {
+    ::close(copy);
+    return sys_error("list '" + m_display + "'");
+  }
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(stream)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") {
+      names.emplace_back(name);
+    }
+  }
+  ::closedir(stream);
+  return names;
+}
+
+Expected<void> HostDir::sync() const {
+  if (::fsync(m_fd.get()) != 0) {
+    return sys_error("fsync directory '" + m_display + "'");
+  }
+  return {};
+}
+
+Expected<void> HostDir::remove_entry(const std::string& name) const {
+  const std::string trash = temporary_name(name);
+  if (::renameat(m_fd.get(), name.c_str(), m_fd.get(), trash.c_str()) != 0) {
+    if (errno == ENOENT) {
+      return {};
+    }
+    return sys_error("rename '" + display(name) + "' to '" + display(trash) + "'");
+  }
+  if (auto synced = sync(); !synced) {
+    return synced;
+  }
+  return remove_tree(m_fd.get(), trash.c_str(), display(trash));
+}
+
+Expected<int> HostDir::remove_leftovers(const std::function<bool(std::string_view)>& is_leftover) const {
+  auto names = list();
+  if (!names) {
+    return names.error();
+  }
+  int removed = 0;
+  for (const auto& name : *names) {
+    if (!is_leftover(name)) {
+      continue;
+    }
+    if (auto gone = remove_tree(m_fd.get(), name.c_str(), display(name)); !gone) {
+      return gone.error();
+    }
+    ++removed;
+  }
+  return removed;
+}
+
+}  // namespace hoist

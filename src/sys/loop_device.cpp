@@ -1,0 +1,72 @@
+#include "hoist/sys/loop_device.hpp"
+
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace hoist {
+
+namespace {
+
+// Binds `file_fd` to the open loop device. EBUSY: another process bound it
+// first; the caller picks another device.
+int configure(int loop_fd, int file_fd) {
+  loop_config config{};
+  config.fd = static_cast<__u32>(file_fd);
+  config.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
+  if (::ioctl(loop_fd, LOOP_CONFIGURE, &config) == 0) {
+    return 0;
+  }
+  if (errno != EINVAL && errno != ENOTTY) {
+    return errno;
+  }
+  // Before Linux 5.8: bind, then set the flags. The window between the two is
+  // why LOOP_CONFIGURE exists; a crash in it leaves a device without autoclear.
+  if (::ioctl(loop_fd, LOOP_SET_FD, file_fd) != 0) {
+    return errno;
+  }
+  loop_info64 info{};
+  info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
+  if (::ioctl(loop_fd, LOOP_SET_STATUS64, &info) != 0) {
+    const int saved = errno;
+    ::ioctl(loop_fd, LOOP_CLR_FD, 0);
+    return saved;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Expected<LoopDevice> LoopDevice::attach_read_only(int file_fd, std::string_view display) {
+  Fd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!control) {
+    return sys_error("open '/dev/loop-control' (to attach '" + std::string(display) + "')");
+  }
+  // A few rounds: a free device can be taken by someone else before we bind it.
+  constexpr int k_attempts = 16;
+  int last_errno = EBUSY;
+  for (int attempt = 0; attempt < k_attempts; ++attempt) {
+    const int index = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
+    if (index < 0) {
+      return sys_error("find a free loop device for '" + std::string(display) + "'");
+    }
+    std::string path = "/dev/loop" + std::to_string(index);
+    Fd loop(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!loop) {
+      return sys_error("open '" + path + "' (to attach '" + std::string(display) + "')");
+    }
+    last_errno = configure(loop.get(), file_fd);
+    if (last_errno == 0) {
+      return LoopDevice(std::move(loop), std::move(path));
+    }
+    if (last_errno != EBUSY) {
+      return sys_error("attach '" + std::string(display) + "' to '" + path + "'", last_errno);
+    }
+  }
+  return sys_error("attach '" + std::string(display) + "' to a loop device", last_errno);
+}
+
+}  // namespace hoist

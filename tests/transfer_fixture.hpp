@@ -1,0 +1,119 @@
+#pragma once
+
+// Helpers of the transfer engine's tests (stage_tree, sync_tree): real trees
+// with every kind of entry and metadata, made with the real tools as root.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "hoist/util/fd.hpp"
+
+namespace hoist::test {
+
+/// Runs a shell command and requires it to succeed.
+inline void run(const std::string& command) {
+  INFO(command);
+  REQUIRE(std::system(command.c_str()) == 0);
+}
+
+/// Runs a shell command and returns its standard output.
+inline std::string output_of(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
+    out.append(buffer, n);
+  }
+  REQUIRE(::pclose(pipe) == 0);
+  return out;
+}
+
+/// What `rsync -aHAX --delete` would still change to make `to` like `from`
+/// (one itemized line per difference): empty when the trees are equal in
+/// content, types, modes, owners, mtimes, xattrs, ACLs and hard links.
+inline std::string rsync_differences(const std::filesystem::path& from, const std::filesystem::path& to) {
+  return output_of("rsync -n -i -aHAX --delete '" + from.string() + "/' '" + to.string() + "/'");
+}
+
+inline Fd open_dir(const std::filesystem::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(fd.valid());
+  return fd;
+}
+
+inline struct stat lstat_of(const std::filesystem::path& path) {
+  struct stat st {};
+  INFO(path);
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st;
+}
+
+/// The value of one xattr of `path` (not following a symlink), "" when absent.
+inline std::string xattr_of(const std::filesystem::path& path, const std::string& name) {
+  char value[4096];
+  const ssize_t n = ::lgetxattr(path.c_str(), name.c_str(), value, sizeof value);
+  return n < 0 ? std::string() : std::string(value, static_cast<size_t>(n));
+}
+
+inline bool same_inode(const std::filesystem::path& a, const std::filesystem::path& b) {
+  const struct stat sa = lstat_of(a);
+  const struct stat sb = lstat_of(b);
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/// Makes, under `dir`, a tree with one of everything rsync -aHAX keeps:
+/// setuid/setgid files owned by other ids, a file capability, user/trusted/
+/// security xattrs, access and default ACLs, symlinks (relative, absolute,
+/// dangling; with their own owner and mtime), hard links within and across
+/// directories, a fifo, a socket, character and block devices, nanosecond
+/// mtimes, a sticky directory, a name with a newline, a 5 MiB file.
+/// Regular files: 13 inodes, 15 names.
+inline void make_rich_tree(const std::filesystem::path& dir) {
+  const std::string d = "'" + dir.string() + "'";
+  run("set -e; mkdir -p " + d + " && cd " + d + R"SH( &&
+    mkdir -p bin etc/conf.d empty private sticky 'with space' links/deeper &&
+    printf 'hello\n' > etc/hello.conf && printf 'k=v\n' > etc/conf.d/a.conf &&
+    printf '#!/bin/sh\necho su\n' > bin/su && chown 1234:5678 bin/su && chmod 4755 bin/su &&
+    printf 'sg' > bin/sg && chown 0:42 bin/sg && chmod 2755 bin/sg &&
+    printf 'ping' > bin/ping && chmod 0755 bin/ping && setcap cap_net_raw+ep bin/ping &&
+    printf 'x' > etc/xattrs && setfattr -n user.color -v blue etc/xattrs &&
+    setfattr -n trusted.overlay -v y etc/xattrs && setfattr -n security.selinux -v system_u:object_r:etc_t:s0 etc/xattrs &&
+    setfattr -n user.dir -v yes etc &&
+    printf 'acl' > etc/acl && setfacl -m u:1001:rwx,g:1002:r etc/acl &&
+    setfacl -d -m g:1003:rx etc/conf.d && setfacl -m u:1004:rx etc/conf.d &&
+    ln -s ../etc/hello.conf bin/hello-link && ln -s /etc/passwd bin/absolute-link && ln -s nowhere bin/dangling &&
+    chown -h 1234:1234 bin/dangling && touch -h -d '2001-02-03 04:05:06.123456789' bin/dangling &&
+    setfattr -h -n trusted.link -v l bin/hello-link &&
+    printf 'same inode' > links/a && ln links/a links/b && ln links/a links/deeper/c &&
+    mkfifo private/fifo && mknod private/null c 1 3 && mknod private/loop b 7 0 &&
+    python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("private/socket")' &&
+    chown 1234:5678 private && chmod 0700 private && chmod 1777 sticky &&
+    printf 'spaced' > 'with space/a file' && printf 'newline' > "$(printf 'with space/new\nline')" &&
+    head -c 5242880 /dev/urandom > big.bin &&
+    touch -d '2020-01-02 03:04:05.123456789' etc/hello.conf &&
+    find . -not -type l -not -name hello.conf -exec touch -d '2021-06-07 08:09:10.987654321' {} + &&
+    touch -d '2019-05-05 05:05:05.5' . )SH");
+}
+
+/// Sum of st_size over the distinct regular-file inodes under `dir`.
+inline uint64_t regular_bytes(const std::filesystem::path& dir) {
+  return std::stoull(
+      output_of("find '" + dir.string() + "' -type f -printf '%i %s\\n' | sort -u | awk '{s+=$2} END {print s+0}'"));
+}
+
+/// The number of entries under `dir` (not counting `dir` itself).
+inline uint64_t entry_count(const std::filesystem::path& dir) {
+  return std::stoull(output_of("find '" + dir.string() + "' -mindepth 1 -printf x | wc -c"));
+}
+
+}  // namespace hoist::test
