@@ -7,6 +7,7 @@ metadata so that a test can prove a refused run left the host exactly as it was.
 
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -14,11 +15,35 @@ from pathlib import Path
 import pytest
 
 HOIST_BIN = os.environ.get("HOIST_BIN", "")
+# Every hoist output the suite sees is kept here, one directory per test file, for
+# test_zz_log_audit.py (which greps it all for the test credentials).
+LOG_ROOT = Path(os.environ.get("HOIST_LOG_DIR")
+                or Path(os.environ.get("HOIST_BUILD_DIR") or "/tmp") / "integration-logs")
+_log_dir = None
+_log_count = 0
 
 
 def pytest_configure(config):
+    global _log_dir
     if not HOIST_BIN or not os.access(HOIST_BIN, os.X_OK):
         raise pytest.UsageError("HOIST_BIN must name the built hoist binary (ctest sets it)")
+    files = [arg for arg in config.args if arg.endswith(".py")]
+    name = Path(files[0]).stem if len(files) == 1 else "pytest-" + str(os.getpid())
+    _log_dir = LOG_ROOT / name
+    shutil.rmtree(_log_dir, ignore_errors=True)
+
+
+def record_output(argv, stdout, stderr):
+    """Keeps one run's output (stdout and stderr) under LOG_ROOT for the log audit."""
+    global _log_count
+    if _log_dir is None:
+        return
+    _log_count += 1
+    _log_dir.mkdir(parents=True, exist_ok=True)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    text = "\n".join([f"# test: {test}", "# argv: " + " ".join(map(str, argv)), "# stdout:", stdout or "",
+                      "# stderr:", stderr or ""])
+    (_log_dir / f"{os.getpid()}-{_log_count:05d}.log").write_text(text, errors="surrogateescape")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -42,14 +67,19 @@ class Result:
         return f"Result(rc={self.returncode}, stdout={self.stdout!r}, stderr={self.stderr!r})"
 
 
+# A sanitizer build's settings (scripts/test-asan) reach every hoist the suite runs.
+SANITIZER_ENV = {k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")}
+
+
 def run_hoist(*args, env=None, timeout=120, check=None, input=None):
     """Runs the binary; returns a Result. `check` asserts the exit code."""
-    full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SANITIZER_ENV}
     if env:
         full_env.update(env)
     proc = subprocess.run([HOIST_BIN, *map(str, args)], env=full_env, capture_output=True, text=True,
                           timeout=timeout, input=input)
     result = Result(proc)
+    record_output(proc.args, proc.stdout, proc.stderr)
     if check is not None:
         assert result.returncode == check, result
     return result

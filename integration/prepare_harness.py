@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SANITIZER_ENV, record_output
 from fake_apiserver import Cluster, FakeApiServer, make_pki, write_kubeconfig
 from suc_emulator import SucEmulator
 
@@ -70,6 +71,7 @@ class Prepare:
     def _collect(self):
         self.stdout, self.stderr = self.proc.communicate()
         self.exited_at = time.monotonic()
+        record_output(self.proc.args, self.stdout, self.stderr)
 
     def running(self):
         return self.proc.poll() is None
@@ -96,7 +98,7 @@ def start_prepare(*args, kubeconfig=None, env=None):
     argv = [HOIST_BIN, "prepare", *map(str, args)]
     if kubeconfig:
         argv += ["--kubeconfig", str(kubeconfig)]
-    full_env = {"PATH": "/usr/bin:/bin"}
+    full_env = {"PATH": "/usr/bin:/bin", **SANITIZER_ENV}
     full_env.update(env or {})
     return Prepare(argv, full_env)
 
@@ -132,7 +134,8 @@ def start_prepare_in_cluster(sa_dir, server, *args, host=None):
               'mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
     argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(sa_dir),
             HOIST_BIN, "prepare", *map(str, args)]
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "KUBERNETES_SERVICE_HOST": host or server.host,
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SANITIZER_ENV,
+           "KUBERNETES_SERVICE_HOST": host or server.host,
            "KUBERNETES_SERVICE_PORT": str(server.port)}
     return Prepare(argv, env)
 

@@ -17,6 +17,10 @@ constexpr const char* k_component_flags[] = {
     "--component", "--kind",     "--source",     "--destination", "--version-scheme", "--allow-downgrade",
     "--keep",      "--checksum", "--sha256sums", "--signature",   "--public-key"};
 
+// gzip's best is about 1000:1 and zstd's far more on zeros; real payloads (binaries, images, configs)
+// rarely pass 10:1.
+constexpr uint64_t k_default_unpack_ratio = 200;
+
 class UpgradeCommand final : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
@@ -38,6 +42,15 @@ class UpgradeCommand final : public Command {
                       "the PEM public key (Ed25519 or ECDSA P-256) to check it with");
     m_app->add_option("--manifest", m_manifest, "upgrade the components a payload manifest (JSON) lists");
     m_app->add_flag("--dry-run", m_dry_run, "print what would change; change nothing");
+    m_app->add_option("--max-unpacked-bytes", m_max_unpacked_bytes,
+                      "refuse an archive payload that unpacks to more than this many bytes (0: no limit)")
+        ->check(CLI::NonNegativeNumber)
+        ->default_str("0");
+    m_app->add_option("--max-unpack-ratio", m_max_unpack_ratio,
+                      "refuse an archive payload that unpacks to more than this multiple of its size, once past "
+                      "16 MiB (a decompression bomb; 0: no limit)")
+        ->check(CLI::NonNegativeNumber)
+        ->default_str(std::to_string(k_default_unpack_ratio));
     m_host.add_to(*m_app);  // --remount, --restart, --reboot…: with --manifest too
     return m_app;
   }
@@ -83,6 +96,8 @@ class UpgradeCommand final : public Command {
     options.progress = progress_style_for_stderr(context.options.log_format);
     options.durability = default_durability();
     options.host = m_host.actions();
+    options.max_unpacked_bytes = m_max_unpacked_bytes;
+    options.max_unpack_ratio = static_cast<double>(m_max_unpack_ratio);
     return run_upgrade(context, std::move(items), options);
   }
 
@@ -95,6 +110,8 @@ class UpgradeCommand final : public Command {
   bool m_allow_downgrade = false;
   bool m_checksum = false;
   bool m_dry_run = false;
+  uint64_t m_max_unpacked_bytes = 0;
+  uint64_t m_max_unpack_ratio = k_default_unpack_ratio;
   std::string m_manifest;
   HostActionOptions m_host;
 };

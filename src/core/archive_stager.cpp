@@ -544,7 +544,7 @@ class ArchiveStager {
       throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": it unpacks to more than " +
                                               std::to_string(m_options.max_unpacked_bytes) + " bytes");
     }
-    if (m_options.max_unpack_ratio > 0 &&
+    if (m_options.max_unpack_ratio > 0 && total > TransferOptions::k_unpack_ratio_floor &&
         static_cast<double>(total) > m_options.max_unpack_ratio * static_cast<double>(m_reader.file_size())) {
       throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": it unpacks to more than " +
                                               std::to_string(static_cast<uint64_t>(m_options.max_unpack_ratio)) +

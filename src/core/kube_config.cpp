@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include <nlohmann/json.hpp>
@@ -126,7 +127,30 @@ std::string KubeConfig::server() const {
   return host_port(host, port);
 }
 
-void parse_server_url(const std::string& url, const std::string& what, std::string& host, std::uint16_t& port) {
+namespace {
+
+// The URL as messages may show it: a user and password before '@' (which kubectl
+// never writes, but a hand-made kubeconfig may) replaced by "<redacted>".
+std::string without_userinfo(const std::string& url) {
+  const auto authority = url.find("://");
+  const size_t start = authority == std::string::npos ? 0 : authority + 3;
+  const size_t end = std::min(url.find('/', start), url.size());
+  const auto at = url.rfind('@', end == 0 ? 0 : end - 1);
+  if (at == std::string::npos || at < start) {
+    return url;
+  }
+  return url.substr(0, start) + "<redacted>" + url.substr(at);
+}
+
+}  // namespace
+
+void parse_server_url(const std::string& raw_url, const std::string& what, std::string& host, std::uint16_t& port) {
+  // Every message below shows the URL without credentials: they must never reach a log.
+  const std::string url = without_userinfo(raw_url);
+  if (url != raw_url) {
+    throw UsageError(what + ": the server URL '" + url +
+                     "' carries credentials, which hoist does not send: give a token or a client certificate");
+  }
   const std::string scheme = "https://";
   if (url.rfind(scheme, 0) != 0) {
     throw UsageError(what + ": the server URL '" + url + "' is not https://: hoist only talks TLS to the API server");

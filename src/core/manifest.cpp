@@ -190,6 +190,9 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       throw;
     }
     throw UsageError("invalid manifest '" + file + "': " + duplicates.duplicate());
+  } catch (const json::exception& e) {
+    // Not only syntax: a number past double's range (1e400) is out_of_range (found by fuzz/manifest.cpp).
+    throw UsageError("invalid manifest '" + file + "': " + e.what());
   }
 
   const ObjectReader top(document, "$", file, {"schema", "version", "version_scheme", "components"});

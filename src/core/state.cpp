@@ -116,7 +116,7 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   json document;
   try {
     document = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number such as 1e400
     throw Failure(where + ": " + e.what());
   }
   const Reader top(document, where);
@@ -124,12 +124,14 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   if (!schema.is_number_integer()) {
     top.fail("field 'schema' must be an integer");
   }
-  if (schema.get<int>() > k_state_schema) {
-    throw Failure("state file '" + std::string(source) + "' was written by a newer hoist (schema " +
-                  std::to_string(schema.get<int>()) + ", this hoist reads up to " + std::to_string(k_state_schema) +
-                  "); refusing to touch it");
+  // Compared as the number it is: get<int>() would wrap a schema of 2^32 or more into range.
+  const bool is_unsigned = schema.is_number_unsigned();
+  if (is_unsigned ? schema.get<uint64_t>() > static_cast<uint64_t>(k_state_schema)
+                  : schema.get<int64_t>() > static_cast<int64_t>(k_state_schema)) {
+    throw Failure("state file '" + std::string(source) + "' was written by a newer hoist (schema " + schema.dump() +
+                  ", this hoist reads up to " + std::to_string(k_state_schema) + "); refusing to touch it");
   }
-  if (schema.get<int>() < 1) {
+  if (!is_unsigned || schema.get<uint64_t>() < 1) {  // a parsed integer is signed only when negative
     top.fail("field 'schema' must be at least 1");
   }
   ComponentState state;

@@ -103,9 +103,11 @@ void print_preview(Work& work, const TransferStats& stats) {
   std::printf("  unchanged: %8llu files\n", static_cast<unsigned long long>(stats.files_unchanged));
 }
 
-TransferOptions transfer_options(const Work& work, ProgressReporter* progress) {
+TransferOptions transfer_options(const Work& work, ProgressReporter* progress, const UpgradeOptions& run) {
   TransferOptions options;
   options.compare = work.item.spec.compare;
+  options.max_unpacked_bytes = run.max_unpacked_bytes;
+  options.max_unpack_ratio = run.max_unpack_ratio;
   if (progress != nullptr) {
     options.on_progress = [progress](const TransferStats& stats) { progress->update(stats); };
   }
@@ -312,7 +314,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
         continue;
       }
       print_preview(work,
-                    work.installer->preview(work.item.payload, work.installed_text(), transfer_options(work, nullptr)));
+                    work.installer->preview(work.item.payload, work.installed_text(), transfer_options(work, nullptr, options)));
     }
     std::printf("dry run: nothing was changed\n");
     return ExitCode::ok;
@@ -342,7 +344,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       const auto start = std::chrono::steady_clock::now();
       ProgressReporter progress(work.name(), options.progress);
       work.staged = true;
-      work.stats = work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress));
+      work.stats = work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress, options));
       progress.finish();
       if (work.item.spec.kind != ComponentKind::sync) {
         spdlog::info("{}: staged {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
@@ -358,7 +360,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       ProgressReporter progress(work.name(), options.progress);
       work.committed = true;
       const TransferStats synced = work.installer->commit(work.item.payload, work.item.target.text(),
-                                                          work.installed_text(), transfer_options(work, &progress));
+                                                          work.installed_text(), transfer_options(work, &progress, options));
       progress.finish();
       if (work.item.spec.kind == ComponentKind::sync) {
         work.stats = synced;

@@ -41,8 +41,11 @@ struct TransferOptions {
   unsigned threads = 0;
   /// Archive payloads: refuse when the unpacked size passes this many bytes (0: no limit)…
   uint64_t max_unpacked_bytes = 0;
-  /// …or passes this multiple of the archive's size (a decompression bomb; 0: no limit).
+  /// …or passes this multiple of the archive's size (a decompression bomb; 0: no limit). The ratio
+  /// applies once the unpacked size passes k_unpack_ratio_floor: a small archive of a few
+  /// compressible files may have any ratio.
   double max_unpack_ratio = 0;
+  static constexpr uint64_t k_unpack_ratio_floor = 16ULL << 20U;
 };
 
 /// Writes the payload (a directory or an archive) as a complete new tree into

@@ -58,6 +58,9 @@ struct UpgradeOptions {
   std::function<void(const RunReport&)> after_switch;
   /// Host integration: --remount, --restart, --reboot (core/host_steps.hpp).
   HostActions host;
+  /// Archive payloads: TransferOptions' limits against decompression bombs (0: none).
+  uint64_t max_unpacked_bytes = 0;
+  double max_unpack_ratio = 0;
 };
 
 /// `hoist upgrade`, DESIGN.md's run order: lock, state and gate (one gate for

@@ -1,0 +1,698 @@
+"""hoist's image, run with podman the four ways users run it, on scratch host roots:
+
+(a) as the upgrade container of a Plan, with what system-upgrade-controller's job.go gives a Job's container:
+    its environment, the pod-info files, the Plan's secrets, the service account, the host at /host;
+(b) as the prepare container of a Plan, against the fake API server;
+(c) by hand on a node: the README's `podman run --rm --privileged --pid=host --ipc=host --net=host -v /:/host` line;
+(d) for a rollback.
+
+The images are built for real: hoist's from the Dockerfile (scripts/image: debootstrapped base image, the
+project's own scripts/deps and scripts/build, cached by podman's layers), the payload images from the recipes
+under images/, and the Plans' arguments are read from deploy/. What podman cannot do here is a skip with the
+reason, never a pass.
+"""
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.register_assert_rewrite("prepare_harness")
+
+from conftest import record_output, tree_manifest
+from dbus_harness import system_bus  # noqa: F401 (a fixture)
+from fake_apiserver import munge, write_kubeconfig
+from known_secrets import SA_TOKEN
+from payloads import host_read, state_of
+from prepare_harness import make_service_account, put_server_plan, suc, wait_for_watches
+
+pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster, server
+
+REPO = Path(os.environ.get("HOIST_SOURCE_DIR") or Path(__file__).resolve().parent.parent)
+PODMAN = REPO / "scripts/podman/podman"
+RUN_ID = f"{os.getpid()}"
+NODE = "node-1"
+CONTROLLER = "system-upgrade-controller"
+BOOT_ID_1 = "11111111-2222-4333-8444-555555555555"
+BOOT_ID_2 = "99999999-8888-4777-8666-555555555555"
+
+K3S_V1, K3S_V2 = "v1.30.1+k3s1", "v1.30.2+k3s1"
+TREE_V1, TREE_V2 = "2024.6.1", "2024.7.0"
+SYSEXT_V1 = "1.4.2"
+
+
+def podman(*args, check=True, timeout=300, **kwargs):
+    result = subprocess.run([str(PODMAN), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                            **kwargs)
+    if args and args[0] == "run":  # hoist's output, for test_zz_log_audit.py
+        record_output([PODMAN, *args], result.stdout, result.stderr)
+    if check and result.returncode != 0:
+        raise AssertionError(f"podman {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}")
+    return result
+
+
+# ------------------------------------------------------------------ can podman run here?
+
+def _archive_reachable():
+    try:
+        with urllib.request.urlopen("http://deb.debian.org/debian/dists/bookworm/Release", timeout=10) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def podman_problem():
+    """Why podman cannot build and run hoist's image here, or None."""
+    if os.geteuid() != 0:
+        return "needs root: rootful podman with privileged containers, debootstrap for the base image"
+    for tool in ("podman", "runc", "conmon"):
+        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+            return f"{tool} is not installed (scripts/apt-packages lists it; scripts/deps installs it)"
+    info = podman("info", "--format", "{{.Host.OCIRuntime.Name}}", check=False, timeout=60)
+    if info.returncode != 0:
+        return f"podman does not work here: {info.stderr.strip()[-500:]}"
+    base = podman("image", "exists", "localhost/hoist-debian:bookworm", check=False)
+    if base.returncode != 0:
+        if shutil.which("debootstrap") is None and not Path("/usr/sbin/debootstrap").exists():
+            return "no base image and no debootstrap to make it"
+        if not _archive_reachable():
+            return "no base image, and Debian's archive (deb.debian.org) cannot be reached to debootstrap one"
+    return None
+
+
+@pytest.fixture(scope="session")
+def hoist_image():
+    problem = podman_problem()
+    if problem:
+        pytest.skip(problem)
+    started = time.monotonic()
+    build = subprocess.run([str(REPO / "scripts/image")], capture_output=True, text=True, timeout=3300)
+    assert build.returncode == 0, f"scripts/image failed:\n{build.stderr[-6000:]}"
+    image = build.stdout.strip().splitlines()[-1]
+    print(f"\nscripts/image: {image} in {time.monotonic() - started:.1f} s")
+    # A first container run proves that podman can run containers at all.
+    probe = podman("run", "--rm", "--pull=never", "--net=host", image, "version", check=False, timeout=120)
+    if probe.returncode != 0 and ("OCI" in probe.stderr or "runc" in probe.stderr or "cgroup" in probe.stderr):
+        pytest.skip(f"podman cannot run a container here: {probe.stderr.strip()[-500:]}")
+    assert probe.returncode == 0, probe.stderr
+    return image
+
+
+@pytest.fixture(scope="session")
+def signing_key(tmp_path_factory):
+    """An Ed25519 release key: the payload images' SHA256SUMS are signed with it,
+    and the Plan's secret holds its public half."""
+    directory = tmp_path_factory.mktemp("release-key")
+    private, public = directory / "release.key", directory / "release.pem"
+    subprocess.run(["openssl", "genpkey", "-quiet", "-algorithm", "ed25519", "-out", private], check=True)
+    subprocess.run(["openssl", "pkey", "-in", private, "-pubout", "-out", public], check=True)
+    return {"private": private, "public": public}
+
+
+class Payloads:
+    """Payload images built from images/<recipe> under test-only names, removed at the end."""
+
+    def __init__(self, hoist_image, signing_key):
+        self.hoist_image = hoist_image
+        self.signing_key = signing_key
+        self.built = {}
+
+    def name(self, recipe):
+        return f"localhost/hoist-test{RUN_ID}-{recipe}"
+
+    def get(self, recipe, version, signed=False, epoch=None):
+        key = (recipe, version, signed)
+        if key not in self.built:
+            env = dict(os.environ, PATH="/usr/sbin:/usr/bin:/sbin:/bin")
+            env.pop("HOIST_SIGNING_KEY", None)
+            if signed:
+                env["HOIST_SIGNING_KEY"] = str(self.signing_key["private"])
+            if epoch:
+                env["SOURCE_DATE_EPOCH"] = str(epoch)
+            name = self.name(recipe) + ("-signed" if signed else "")
+            build = subprocess.run([str(REPO / "images/build"), recipe, version, "--from", self.hoist_image,
+                                    "--name", name], capture_output=True, text=True, env=env, timeout=600)
+            assert build.returncode == 0, f"images/build {recipe} {version} failed:\n{build.stderr[-4000:]}"
+            self.built[key] = build.stdout.strip().splitlines()[-1]
+        return self.built[key]
+
+    def remove(self):
+        if self.built:
+            podman("rmi", "--force", *self.built.values(), check=False)
+
+
+@pytest.fixture(scope="session")
+def payloads(hoist_image, signing_key):
+    built = Payloads(hoist_image, signing_key)
+    yield built
+    built.remove()
+
+
+def image_file(image, path):
+    """The bytes of `path` in `image` (podman cp from a created, never started container)."""
+    name = f"hoist-test{RUN_ID}-cp-{uuid.uuid4().hex[:8]}"
+    podman("create", "--pull=never", "--name", name, image)
+    try:
+        out = subprocess.run([str(PODMAN), "cp", f"{name}:{path}", "-"], capture_output=True, check=True,
+                             timeout=60).stdout
+        with tarfile.open(fileobj=io.BytesIO(out)) as archive:
+            member = archive.getmembers()[0]
+            return archive.extractfile(member).read()
+    finally:
+        podman("rm", "--force", name, check=False)
+
+
+# ------------------------------------------------------------------ a Plan's Job, as job.go makes it
+
+def load_plans():
+    plans = {}
+    for path in sorted((REPO / "deploy").glob("*/plan*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "Plan":
+                plans[doc["metadata"]["name"]] = doc
+    return plans
+
+
+def plan_hash(plan):
+    # What SUC's hash is for does not matter here: a stable digest of the spec.
+    return hashlib.sha224(json.dumps(plan["spec"], sort_keys=True).encode()).hexdigest()
+
+
+def downward_api(values):
+    """A Downward API volume file: key="value" lines, sorted, values quoted the way Go's strconv.Quote does."""
+    def quote(text):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return "".join(f"{k}={quote(v)}\n" for k, v in sorted(values.items()))
+
+
+def secret_volume(directory, files):
+    """A Secret volume the way kubelet writes one: the files in a timestamped
+    directory, ..data linking to it, and each name a link through ..data."""
+    directory = Path(directory)
+    stamp = directory / "..2024_06_01_00_00_00.000000001"
+    stamp.mkdir(parents=True)
+    for name, content in files.items():
+        (stamp / name).write_bytes(content)
+    (directory / "..data").symlink_to(stamp.name)
+    for name in files:
+        (directory / name).symlink_to(f"..data/{name}")
+    return directory
+
+
+class Job:
+    """One Job pod of a Plan on NODE, as system-upgrade-controller's job.go builds it:
+    hostPID, hostIPC, hostNetwork; the host's / at /host; the pod's labels and
+    annotations at /run/system-upgrade/pod; each of the Plan's secrets at
+    /run/system-upgrade/secrets/<name> (or its path), read-only; the service
+    account; the env of every container (node, pod, the Plan's envs, then the
+    Plan's name, latest hash and latest version, munged); the upgrade container
+    privileged with CAP_SYS_BOOT, the prepare container not."""
+
+    def __init__(self, plan, host_root, work_dir, image_names, secrets=None, kubernetes=("10.43.0.1", 443),
+                 service_account=None):
+        self.plan = plan
+        self.name = plan["metadata"]["name"]
+        self.version = munge(plan["spec"]["version"])
+        self.hash = plan_hash(plan)
+        self.host_root = Path(host_root)
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.image_names = image_names
+        self.pod_name = f"apply-{self.name}-on-{NODE}-with-{self.hash[:8]}-{uuid.uuid4().hex[:5]}"
+        self.pod_uid = str(uuid.uuid4())
+        self.kubernetes = kubernetes
+        pod_info = self.work_dir / "pod-info"
+        pod_info.mkdir(exist_ok=True)
+        job_uid = str(uuid.uuid4())
+        (pod_info / "labels").write_text(downward_api({
+            "batch.kubernetes.io/controller-uid": job_uid,
+            "batch.kubernetes.io/job-name": self.pod_name.rsplit("-", 1)[0],
+            "controller-uid": job_uid,
+            "job-name": self.pod_name.rsplit("-", 1)[0],
+            f"plan.upgrade.cattle.io/{self.name}": self.hash,
+            "upgrade.cattle.io/controller": CONTROLLER,
+            "upgrade.cattle.io/node": NODE,
+            "upgrade.cattle.io/plan": self.name,
+            "upgrade.cattle.io/version": self.version,
+        }))
+        (pod_info / "annotations").write_text(downward_api({
+            "kubernetes.io/config.seen": "2024-06-01T00:00:00.000000000Z",
+            "example.com/note": 'a value with "quotes"\nand a second line',
+        }))
+        self.pod_info = pod_info
+        self.secrets = {}
+        for spec in plan["spec"].get("secrets", []):
+            path = spec.get("path") or spec["name"]
+            mount = path if path.startswith("/") else f"/run/system-upgrade/secrets/{path}"
+            self.secrets[mount] = secret_volume(self.work_dir / f"secret-{spec['name']}", secrets[spec["name"]])
+        self.service_account = service_account or make_service_account(
+            self.work_dir / "serviceaccount", self._dummy_ca(), SA_TOKEN, plan["metadata"]["namespace"])
+
+    def _dummy_ca(self):
+        # The upgrade container never calls the API; the files are there as in any pod.
+        path = self.work_dir / "ca.crt"
+        path.write_text("-----BEGIN CERTIFICATE-----\nnot used by the upgrade container\n-----END CERTIFICATE-----\n")
+        return path
+
+    def image(self, container):
+        """The container's image, with SUC's latest tag appended to an untagged one."""
+        spec = self.plan["spec"][container]
+        image = spec["image"]
+        name, _, tag = image.partition(":")
+        name = self.image_names.get(name, name)
+        return f"{name}:{tag or self.version}"
+
+    def env(self, container):
+        spec = self.plan["spec"][container]
+        env = {"SYSTEM_UPGRADE_NODE_NAME": NODE, "SYSTEM_UPGRADE_POD_NAME": self.pod_name,
+               "SYSTEM_UPGRADE_POD_UID": self.pod_uid}
+        for item in spec.get("env", []):
+            env[item["name"]] = item["value"]
+        env.update({"SYSTEM_UPGRADE_PLAN_NAME": self.name, "SYSTEM_UPGRADE_PLAN_LATEST_HASH": self.hash,
+                    "SYSTEM_UPGRADE_PLAN_LATEST_VERSION": self.version,
+                    "KUBERNETES_SERVICE_HOST": self.kubernetes[0], "KUBERNETES_SERVICE_PORT": str(self.kubernetes[1]),
+                    "KUBERNETES_PORT": f"tcp://{self.kubernetes[0]}:{self.kubernetes[1]}"})
+        return env
+
+    def args(self, container):
+        """The container's args, with $(VAR) references expanded from its env as kubelet does."""
+        env = self.env(container)
+        out = []
+        for arg in self.plan["spec"][container].get("args", []):
+            for key, value in env.items():
+                arg = arg.replace(f"$({key})", value)
+            out.append(arg)
+        return out
+
+    def podman_argv(self, container, name):
+        argv = ["run", "--rm", "--pull=never", "--name", name, "--net=host", "--pid=host", "--ipc=host",
+                "--volume", f"{self.host_root}:/host",
+                "--volume", f"{self.pod_info}:/run/system-upgrade/pod:ro",
+                "--volume", f"{self.service_account}:/var/run/secrets/kubernetes.io/serviceaccount:ro"]
+        if container == "upgrade":
+            argv += ["--privileged", "--cap-add", "SYS_BOOT"]
+        for mount, directory in self.secrets.items():
+            argv += ["--volume", f"{directory}:{mount}:ro"]
+        for key, value in self.env(container).items():
+            argv += ["--env", f"{key}={value}"]
+        return argv + [self.image(container), *self.args(container)]
+
+    def start(self, container="upgrade"):
+        name = f"hoist-test{RUN_ID}-{container}-{uuid.uuid4().hex[:8]}"
+        argv = [str(PODMAN), *self.podman_argv(container, name)]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        STARTED.append(name)
+        return Container(name, process, argv)
+
+    def run(self, container="upgrade", timeout=120):
+        return self.start(container).wait(timeout)
+
+
+class Container:
+    def __init__(self, name, process, argv):
+        self.name, self.process, self.argv = name, process, argv
+        self.returncode = self.stdout = self.stderr = None
+
+    def wait(self, timeout=120):
+        if self.returncode is not None:
+            return self
+        try:
+            self.stdout, self.stderr = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            podman("rm", "--force", self.name, check=False)
+            self.stdout, self.stderr = self.process.communicate()
+            raise AssertionError(f"container {self.name} did not exit within {timeout} s:\n{self.stderr}")
+        self.returncode = self.process.returncode
+        record_output(self.argv, self.stdout, self.stderr)  # for test_zz_log_audit.py
+        return self
+
+    def stop(self, seconds=20):
+        """What kubelet does to a pod that is deleted (or a node that shuts down): SIGTERM, then SIGKILL."""
+        podman("stop", "--time", seconds, self.name, check=False, timeout=seconds + 60)
+
+    def __repr__(self):
+        return f"Container(rc={self.returncode}, stdout={self.stdout!r}, stderr={self.stderr!r})"
+
+
+def manual(image, host_root, *args, timeout=120):
+    """The README's line for a person on a node."""
+    argv = [str(PODMAN), "run", "--rm", "--pull=never", "--privileged", "--pid=host", "--ipc=host", "--net=host",
+            "-v", f"{host_root}:/host", image, *map(str, args)]
+    process = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    record_output(argv, process.stdout, process.stderr)
+    result = Container("manual", None, argv)
+    result.returncode, result.stdout, result.stderr = process.returncode, process.stdout, process.stderr
+    return result
+
+
+STARTED = []  # the names of the containers a test started in the background
+
+
+@pytest.fixture(autouse=True)
+def no_container_left_behind():
+    """A test that fails while its container still runs (waiting for a reboot, say) leaves nothing behind."""
+    yield
+    while STARTED:
+        podman("rm", "--force", "--ignore", STARTED.pop(), check=False)
+
+
+@pytest.fixture
+def plans():
+    return load_plans()
+
+
+def set_boot_id(host_root, boot_id):
+    (host_root / "proc/sys/kernel/random/boot_id").write_text(boot_id + "\n")
+
+
+def with_version(plan, version):
+    changed = json.loads(json.dumps(plan))
+    changed["spec"]["version"] = version
+    return changed
+
+
+def signed_variant(plan):
+    """The k3s Plan of images/k3s/README.md's signed variant: the release key's
+    public half from a Secret mounted by the Plan."""
+    changed = json.loads(json.dumps(plan))
+    changed["spec"]["secrets"] = [{"name": "hoist-release-key"}]
+    return changed
+
+
+# ------------------------------------------------------------------ the image itself
+
+def test_the_image_is_the_static_binary_alone_from_scratch(hoist_image, tmp_path):
+    info = json.loads(podman("image", "inspect", hoist_image).stdout)[0]
+    assert info["Config"]["Entrypoint"] == ["/hoist"]
+    assert info["Os"] == "linux"
+    labels = info["Config"]["Labels"]
+    project_version = next(line.split("VERSION", 1)[1].split()[0].rstrip(")")
+                           for line in (REPO / "CMakeLists.txt").read_text().splitlines()
+                           if line.startswith("project(hoist"))
+    assert labels["org.opencontainers.image.title"] == "hoist"
+    assert labels["org.opencontainers.image.version"] == project_version
+    assert labels["org.opencontainers.image.revision"] not in ("", "unknown")
+    # One layer, holding one file.
+    assert len(info["RootFS"]["Layers"]) == 1
+    archive = tmp_path / "image.tar"
+    podman("save", "--format", "docker-archive", "-o", archive, hoist_image)
+    with tarfile.open(archive) as outer:
+        manifest = json.load(outer.extractfile("manifest.json"))
+        layers = manifest[0]["Layers"]
+        assert len(layers) == 1
+        with tarfile.open(fileobj=outer.extractfile(layers[0])) as layer:
+            entries = {m.name.lstrip("./"): m for m in layer.getmembers() if m.name.strip("./")}
+    assert list(entries) == ["hoist"], sorted(entries)
+    assert entries["hoist"].mode & 0o111
+    binary = tmp_path / "hoist"
+    binary.write_bytes(image_file(hoist_image, "/hoist"))
+    described = subprocess.run(["file", binary], capture_output=True, text=True).stdout
+    assert "statically linked" in described and "not stripped" not in described, described
+    size = int(podman("image", "inspect", "--format", "{{.Size}}", hoist_image).stdout)
+    print(f"\nimage size: {size} bytes ({size / 2**20:.1f} MiB); binary {entries['hoist'].size} bytes")
+    assert size < 16 * 2**20
+
+
+def test_the_image_runs_hoist_with_no_shell_and_no_arguments(hoist_image):
+    version = podman("run", "--rm", "--pull=never", "--net=host", hoist_image, "version")
+    project_version = json.loads(podman("image", "inspect", hoist_image).stdout)[0]["Config"]["Labels"][
+        "org.opencontainers.image.version"]
+    assert project_version in version.stdout
+    bare = podman("run", "--rm", "--pull=never", "--net=host", hoist_image, check=False)
+    assert bare.returncode == 0, bare.stderr
+    assert "Usage: hoist" in bare.stdout
+    # There is nothing else in the image to run.
+    shell = podman("run", "--rm", "--pull=never", "--net=host", "--entrypoint", "/bin/sh", hoist_image, "-c", "true",
+                   check=False)
+    assert shell.returncode != 0
+
+
+# ------------------------------------------------------------------ (a) the upgrade container of a Plan
+
+def test_a_k3s_plan_job_upgrades_restarts_and_is_idempotent(plans, payloads, host_root, tmp_path, system_bus,
+                                                            signing_key):
+    systemd = system_bus.start("systemd_manager")
+    old_k3s = b"#!/bin/sh\necho 'k3s version v1.29.5+k3s1 (installed by get.k3s.io)'\n"
+    (host_root / "usr/local/bin").mkdir(parents=True)
+    (host_root / "usr/local/bin/k3s").write_bytes(old_k3s)
+    image = payloads.get("k3s", K3S_V1, signed=True)
+    plan = signed_variant(plans["k3s-server"])
+    release_key = {"release.pem": signing_key["public"].read_bytes()}
+    names = {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}
+    job = Job(plan, host_root, tmp_path / "job", names, secrets={"hoist-release-key": release_key})
+    assert job.image("upgrade") == image   # SUC's tag: the Plan's version, munged
+
+    result = job.run()
+    assert result.returncode == 0, result
+    assert os.readlink(host_root / "usr/local/bin/k3s") == "/var/lib/hoist/k3s/v1.30.1+k3s1/k3s"
+    assert host_read(host_root, "/usr/local/bin/k3s") == image_file(image, "/payload/k3s")
+    assert b"k3s version v1.30.1+k3s1" in host_read(host_root, "/usr/local/bin/k3s")
+    assert (host_root / "var/lib/hoist/k3s/pre-hoist/k3s").read_bytes() == old_k3s
+    state = state_of(host_root, "k3s")
+    assert state["current"] == "v1.30.1+k3s1"
+    assert state["last_result"]["outcome"] == "succeeded"
+    assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"']
+    assert "k3s: verified /payload/k3s against /payload/SHA256SUMS (signed)" in result.stderr
+
+    # The pod again (a retry, or the Job's re-run after a reboot): nothing to do, no restart.
+    again = Job(plan, host_root, tmp_path / "job-again", names, secrets={"hoist-release-key": release_key}).run()
+    assert again.returncode == 0, again
+    assert len(systemd.called("RestartUnit")) == 1
+    assert state_of(host_root, "k3s")["last_result"]["outcome"] == "unchanged"
+
+
+def test_a_plan_whose_version_the_image_does_not_carry_is_refused(plans, payloads, host_root, tmp_path):
+    # The Plan says v1.30.3+k3s1, but the registry's v1.30.3-k3s1 tag holds the v1.30.1 payload.
+    image = payloads.get("k3s", K3S_V1)
+    name = image.rsplit(":", 1)[0]
+    podman("tag", image, f"{name}:v1.30.3-k3s1")
+    payloads.built[("k3s", "mistagged", False)] = f"{name}:v1.30.3-k3s1"
+    (host_root / "usr/local/bin").mkdir(parents=True)
+    before = tree_manifest(host_root)
+    job = Job(with_version(plans["k3s-server"], "v1.30.3+k3s1"), host_root, tmp_path / "job",
+              {"localhost/hoist-k3s": name})
+    result = job.run()
+    assert result.returncode == 2, result
+    assert "versions disagree for component 'k3s': 'v1.30.1+k3s1' from the payload's manifest but 'v1.30.3-k3s1' " \
+           "from SYSTEM_UPGRADE_PLAN_LATEST_VERSION" in result.stderr
+    after = tree_manifest(host_root)
+    assert {k: v for k, v in after.items() if not k.startswith("run/hoist")} == before
+
+
+def test_a_payload_signed_by_another_key_is_refused_before_the_host_changes(plans, payloads, host_root, tmp_path):
+    image = payloads.get("k3s", K3S_V1, signed=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["openssl", "genpkey", "-quiet", "-algorithm", "ed25519", "-out", other / "k"], check=True)
+    public = subprocess.run(["openssl", "pkey", "-in", other / "k", "-pubout"], check=True,
+                            capture_output=True).stdout
+    (host_root / "usr/local/bin").mkdir(parents=True)
+    before = tree_manifest(host_root)
+    job = Job(signed_variant(plans["k3s-server"]), host_root, tmp_path / "job",
+              {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": {"release.pem": public}})
+    result = job.run()
+    assert result.returncode == 5, result
+    assert "signature of '/payload/SHA256SUMS' does not verify with public key " \
+           "'/run/system-upgrade/secrets/hoist-release-key/release.pem'" in result.stderr
+    after = tree_manifest(host_root)
+    assert {k: v for k, v in after.items() if not k.startswith("run/hoist")} == before
+
+
+def test_a_tree_plan_job_reboots_and_its_rerun_after_the_boot_exits_0(plans, payloads, host_root, tmp_path,
+                                                                      system_bus):
+    logind = system_bus.start("logind_manager")
+    system_bus.start("systemd_manager")
+    image = payloads.get("tree", TREE_V1, epoch=1717200000)
+    names = {"localhost/hoist-tree": image.rsplit(":", 1)[0]}
+    plan = plans["os-tree"]
+    set_boot_id(host_root, BOOT_ID_1)
+    pod = Job(plan, host_root, tmp_path / "job", names).start()
+    # hoist switches, records the pending reboot, asks logind, and waits for the host to go down.
+    logind.wait_for_call("RebootWithFlags", timeout=60)
+    assert os.readlink(host_root / "opt/hoist-os/current") == TREE_V1
+    assert state_of(host_root, "os")["pending_reboot"]
+    # The node shuts down: kubelet stops the pod (SIGTERM).
+    pod.stop()
+    pod.wait()
+    assert pod.returncode == 1, pod
+    assert "stopped by SIGTERM while waiting for the reboot into" in pod.stderr
+    # The node is back with a new boot id; SUC runs the Job's pod again.
+    set_boot_id(host_root, BOOT_ID_2)
+    rerun = Job(plan, host_root, tmp_path / "job-after-boot", names).run()
+    assert rerun.returncode == 0, rerun
+    assert f"os: the host rebooted into {TREE_V1} (boot id {BOOT_ID_1} → {BOOT_ID_2}): done, no second reboot" \
+        in rerun.stderr
+    assert len(logind.called("RebootWithFlags")) == 1
+    state = state_of(host_root, "os")
+    assert state["pending_reboot"] is None
+    assert state["current"] == TREE_V1
+
+
+def test_a_sysext_plan_job_links_the_extension_and_refreshes_sysext(plans, payloads, host_root, tmp_path,
+                                                                   system_bus):
+    if not Path("/dev/loop-control").exists():
+        pytest.skip("reading a sysext image needs loop devices (/dev/loop-control)")
+    systemd = system_bus.start("systemd_manager")
+    image = payloads.get("sysext", SYSEXT_V1)
+    job = Job(plans["sysext-node-tools"], host_root, tmp_path / "job",
+              {"localhost/hoist-sysext": image.rsplit(":", 1)[0]})
+    result = job.run()
+    assert result.returncode == 0, result
+    assert "node-tools: the extension-release of /payload/node-tools.raw matches the host's os-release" in result.stderr
+    link = host_root / "etc/extensions/node-tools.raw"
+    assert os.readlink(link) == f"/var/lib/hoist/node-tools/node-tools-{SYSEXT_V1}.raw"
+    assert host_read(host_root, "/etc/extensions/node-tools.raw") == image_file(image, "/payload/node-tools.raw")
+    assert systemd.called("ReloadOrRestartUnit") == ['ReloadOrRestartUnit "systemd-sysext.service" "replace"']
+
+
+def test_a_sysext_for_another_os_is_refused(plans, payloads, host_root, tmp_path):
+    if not Path("/dev/loop-control").exists():
+        pytest.skip("reading a sysext image needs loop devices (/dev/loop-control)")
+    (host_root / "etc/os-release").write_text("ID=fedora\nVERSION_ID=40\n")
+    image = payloads.get("sysext", SYSEXT_V1)
+    job = Job(plans["sysext-node-tools"], host_root, tmp_path / "job",
+              {"localhost/hoist-sysext": image.rsplit(":", 1)[0]})
+    result = job.run()
+    assert result.returncode == 5, result
+    assert "extension 'node-tools' does not match the host (/payload/node-tools.raw:usr/lib/extension-release.d/" \
+           "extension-release.node-tools): ID is 'debian', the host's ID is 'fedora'" in result.stderr
+    assert not os.path.lexists(host_root / "etc/extensions/node-tools.raw")
+
+
+# ------------------------------------------------------------------ (b) the prepare container of a Plan
+
+def test_the_agent_plans_prepare_container_waits_for_the_server_plan(plans, hoist_image, cluster, server, pki,
+                                                                    host_root, tmp_path):
+    agent = plans["k3s-agent"]
+    assert agent["spec"]["prepare"]["image"] == "localhost/hoist:latest"
+    account = make_service_account(tmp_path / "sa", pki["ca"], "token-1", "system-upgrade")
+    job = Job(agent, host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
+              kubernetes=(server.host, server.port), service_account=account)
+    assert job.args("prepare") == ["prepare", "k3s-server", "--node-version=v1.30.1-k3s1"]
+    put_server_plan(cluster)
+    pod = job.start("prepare")
+    wait_for_watches(cluster, resource="nodes", timeout=60)
+    assert pod.process.poll() is None, pod.wait()
+    emulator = suc(cluster, concurrency=2, job_seconds=0.3).start()
+    pod.wait(timeout=60)
+    emulator.join()
+    assert pod.returncode == 0, pod
+    # In-cluster: the API server from the env, the namespace from the service account.
+    assert f"waiting for plan 'k3s-server' in namespace 'system-upgrade' on '{server.host}:{server.port}' " \
+           "(timeout 840 s, kubelet version v1.30.1-k3s1)" in pod.stderr
+    assert "plan 'k3s-server' is complete" in pod.stderr
+    assert "plan 'k3s-server': 3/3 nodes done at hash" in pod.stderr
+    assert "token-1" not in pod.stderr + pod.stdout
+    # In the pod's own identity: the service account's token, nothing else.
+    assert {r["token"] for r in cluster.requests} == {"token-1"}
+
+
+def test_prepare_in_the_image_with_a_refused_token_fails_naming_the_request(plans, hoist_image, cluster, server, pki, host_root,
+                                                     tmp_path):
+    account = make_service_account(tmp_path / "sa", pki["ca"], SA_TOKEN, "system-upgrade")  # not the cluster's
+    job = Job(plans["k3s-agent"], host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
+              kubernetes=(server.host, server.port), service_account=account)
+    result = job.run("prepare", timeout=60)
+    assert result.returncode == 1, result
+    assert "failed to list plans.upgrade.cattle.io in namespace 'system-upgrade'" in result.stderr
+    assert "401 Unauthorized" in result.stderr
+    assert SA_TOKEN not in result.stderr + result.stdout
+
+
+def test_prepare_by_hand_with_a_kubeconfig_naming_the_server_by_host_name(hoist_image, cluster, server, pki,
+                                                                          tmp_path):
+    # The static binary resolves names in an image without any NSS module: /etc/hosts and DNS.
+    config = write_kubeconfig(tmp_path / "kubeconfig", server.url.replace("127.0.0.1", "localhost"), pki["ca"],
+                              token="token-1", namespace="system-upgrade")
+    put_server_plan(cluster)
+    suc(cluster, job_seconds=0.2).start(delay=1.0)
+    result = podman("run", "--rm", "--pull=never", "--net=host", "-v", f"{tmp_path}:{tmp_path}:ro",
+                    "-v", f"{pki['ca'].parent}:{pki['ca'].parent}:ro", hoist_image,
+                    "prepare", "k3s-server", "--kubeconfig", config, "--timeout", "60", check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"on 'localhost:{server.port}'" in result.stderr
+    assert "plan 'k3s-server' is complete" in result.stderr
+
+
+# ------------------------------------------------------------------ (c) by hand, (d) rollback
+
+def test_by_hand_upgrade_then_rollback_with_the_readme_line(payloads, hoist_image, host_root):
+    v1 = payloads.get("tree", TREE_V1, epoch=1717200000)
+    v2 = payloads.get("tree", TREE_V2, epoch=1719792000)
+    first = manual(v1, host_root, "upgrade", "--manifest", "/payload/hoist.json")
+    assert first.returncode == 0, first
+    second = manual(v2, host_root, "upgrade", "--manifest", "/payload/hoist.json")
+    assert second.returncode == 0, second
+    assert f"gate: os: {TREE_V1} -> {TREE_V2} (upgrade)" in second.stderr
+    assert re.search(r"os: staged 2024\.7\.0 in [0-9.]+ s: .*, 1 unchanged,", second.stderr), second.stderr
+    os_dir = host_root / "opt/hoist-os"
+    assert os.readlink(os_dir / "current") == TREE_V2
+    assert os.readlink(os_dir / "previous") == TREE_V1
+    assert (os_dir / "current/etc/os-release").read_text().endswith(f"VERSION_ID={TREE_V2}\n")
+    assert (os_dir / "current/bin/os-version").read_bytes() == image_file(v2, "/payload/os/bin/os-version")
+    assert os.readlink(os_dir / "current/bin/version") == "os-version"
+    # The firmware did not change: the new version hard-links the old one's.
+    blob_v1, blob_v2 = os_dir / TREE_V1 / "lib/firmware/blob.bin", os_dir / TREE_V2 / "lib/firmware/blob.bin"
+    assert os.stat(blob_v1).st_ino == os.stat(blob_v2).st_ino
+    assert blob_v2.read_bytes() == image_file(v2, "/payload/os/lib/firmware/blob.bin")
+
+    status = manual(hoist_image, host_root, "status", "--json")
+    assert status.returncode == 0, status
+    assert TREE_V2 in status.stdout
+
+    # (d) rollback, with hoist's own image: no payload needed.
+    back = manual(hoist_image, host_root, "rollback", "--component", "os")
+    assert back.returncode == 0, back
+    assert f"os: rolled back from {TREE_V2} to {TREE_V1}" in back.stderr
+    assert os.readlink(os_dir / "current") == TREE_V1
+    assert (os_dir / "current/etc/os-release").read_text().endswith(f"VERSION_ID={TREE_V1}\n")
+    assert state_of(host_root, "os")["current"] == TREE_V1
+    # The v2 payload again: from v1, that is an upgrade once more.
+    forward = manual(v2, host_root, "upgrade", "--manifest", "/payload/hoist.json")
+    assert forward.returncode == 0, forward
+    assert os.readlink(os_dir / "current") == TREE_V2
+
+
+def test_rollback_of_a_k3s_plan_through_the_image_restarts_k3s(plans, payloads, hoist_image, host_root, tmp_path,
+                                                               system_bus, signing_key):
+    systemd = system_bus.start("systemd_manager")
+    release_key = {"release.pem": signing_key["public"].read_bytes()}
+    plan = signed_variant(plans["k3s-server"])
+    (host_root / "usr/local/bin").mkdir(parents=True)
+    for index, version in enumerate((K3S_V1, K3S_V2)):
+        image = payloads.get("k3s", version, signed=True)
+        job = Job(with_version(plan, version), host_root, tmp_path / f"job{index}",
+                  {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key})
+        result = job.run()
+        assert result.returncode == 0, result
+    assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V2}/k3s"
+    # The README's one-off rollback Plan: hoist's own image, tagged, no payload.
+    rollback_plan = {"metadata": {"name": "k3s-rollback", "namespace": "system-upgrade"},
+                     "spec": {"version": K3S_V1, "serviceAccountName": "hoist",
+                              "upgrade": {"image": "localhost/hoist:latest",
+                                          "args": ["rollback", "--component=k3s", "--restart=k3s.service"]}}}
+    back = Job(rollback_plan, host_root, tmp_path / "rollback", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]})
+    assert back.image("upgrade") == hoist_image
+    back = back.run()
+    assert back.returncode == 0, back
+    assert f"k3s: rolled back from {K3S_V2} to {K3S_V1}" in back.stderr
+    assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V1}/k3s"
+    assert b"k3s version v1.30.1+k3s1" in host_read(host_root, "/usr/local/bin/k3s")
+    assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"'] * 3
+    # The v2 Plan's Job, run again after the rollback (a retry): it goes forward to v2 again.
+    image = payloads.get("k3s", K3S_V2, signed=True)
+    again = Job(with_version(plan, K3S_V2), host_root, tmp_path / "job-again",
+                {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key}).run()
+    assert again.returncode == 0, again
+    assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V2}/k3s"
