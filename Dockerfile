@@ -36,7 +36,6 @@ RUN set -eu; \
 # Then the sources: a change in them rebuilds from here on.
 COPY scripts/build scripts/
 COPY CMakeLists.txt ./
-COPY cmake cmake
 COPY include include
 COPY src src
 # The binary only (no tests, no Catch2), at -O2 as CI's RelWithDebInfo build
