@@ -23,15 +23,8 @@ using hoist::test::ScopedTempDir;
 
 TransferStats stage(const std::filesystem::path& archive, const std::filesystem::path& staging,
                     const std::filesystem::path& link_dest = {}, const TransferOptions& options = {}) {
-  std::filesystem::create_directories(staging);
-  const hoist::Fd staging_fd = hoist::test::open_dir(staging);
-  hoist::Fd link_fd;
-  if (!link_dest.empty()) {
-    link_fd = hoist::test::open_dir(link_dest);
-  }
-  const hoist::Payload payload = hoist::Payload::open(archive);
-  REQUIRE(payload.type() == hoist::PayloadType::archive);
-  return hoist::stage_tree(payload, staging_fd.get(), link_fd.get(), options);
+  REQUIRE(hoist::Payload::open(archive).type() == hoist::PayloadType::archive);
+  return hoist::test::stage_payload(archive, staging, link_dest, options);
 }
 
 /// The rich tree without its socket (tar cannot archive sockets) and its name

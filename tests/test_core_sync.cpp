@@ -255,15 +255,7 @@ TEST_CASE("an archive payload cannot be synced in place", "[sync]") {
 TEST_CASE("a full disk fails the sync with the path and the reason, and the backup restores the old tree", "[sync]") {
   ScopedTempDir tmp;
   const auto mount = tmp / "small";
-  std::filesystem::create_directories(mount);
-  if (std::system(("mount -t tmpfs -o size=2m tmpfs '" + mount.string() + "' 2>/dev/null").c_str()) != 0) {
-    WARN("cannot mount a tmpfs here: skipped");
-    return;
-  }
-  struct Unmount {
-    std::filesystem::path path;
-    ~Unmount() { std::system(("umount '" + path.string() + "'").c_str()); }
-  } unmount{mount};
+  const hoist::test::ScopedTmpfs tmpfs(mount, "2m");
   run("mkdir -p '" + (mount / "dest").string() + "' && printf old > '" + (mount / "dest/a").string() +
       "' && head -c 500000 /dev/urandom > '" + (mount / "dest/b").string() + "'");
   copy_tree(mount / "dest", tmp / "before");

@@ -26,20 +26,11 @@ using hoist::test::open_dir;
 using hoist::test::rsync_differences;
 using hoist::test::run;
 using hoist::test::same_inode;
+using hoist::test::stage_payload;
 using hoist::test::ScopedTempDir;
 using hoist::test::write_text;
 using hoist::test::xattr_of;
 
-TransferStats stage(const std::filesystem::path& source, const std::filesystem::path& staging,
-                    const std::filesystem::path& link_dest = {}, TransferOptions options = {}) {
-  std::filesystem::create_directories(staging);
-  const hoist::Fd staging_fd = open_dir(staging);
-  hoist::Fd link_fd;
-  if (!link_dest.empty()) {
-    link_fd = open_dir(link_dest);
-  }
-  return hoist::stage_tree(Payload::open(source), staging_fd.get(), link_fd.get(), options);
-}
 
 /// 100 files of 10 KiB with fixed mtimes, in 10 directories.
 void make_hundred_files(const std::filesystem::path& dir) {
@@ -57,7 +48,7 @@ TEST_CASE("stage_tree copies every kind of entry with all of its metadata, as rs
     const std::filesystem::path staging = tmp / ("staging" + std::to_string(threads));
     TransferOptions options;
     options.threads = threads;
-    const TransferStats stats = stage(tmp / "src", staging, {}, options);
+    const TransferStats stats = stage_payload(tmp / "src", staging, {}, options);
 
     CHECK(rsync_differences(tmp / "src", staging) == "");
     CHECK(stats.files_added == hoist::test::entry_count(tmp / "src"));
@@ -109,7 +100,7 @@ TEST_CASE("stage_tree copies every kind of entry with all of its metadata, as rs
 TEST_CASE("a 1% change stages 1% of the bytes and hard-links the rest from link_dest", "[transfer]") {
   ScopedTempDir tmp;
   make_hundred_files(tmp / "v1");
-  stage(tmp / "v1", tmp / "current");
+  stage_payload(tmp / "v1", tmp / "current");
   run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "'");
   // One file changed, one added, one removed: same size and a new mtime for the change.
   run("head -c 10240 /dev/urandom > '" + (tmp / "v2/d3/f3").string() + "'");
@@ -117,7 +108,7 @@ TEST_CASE("a 1% change stages 1% of the bytes and hard-links the rest from link_
   std::filesystem::remove(tmp / "v2/d9/f9");
   run("touch -d '2022-02-02 02:02:02.2' '" + (tmp / "v2/d3").string() + "' '" + (tmp / "v2/d9").string() + "'");
 
-  const TransferStats stats = stage(tmp / "v2", tmp / "next", tmp / "current");
+  const TransferStats stats = stage_payload(tmp / "v2", tmp / "next", tmp / "current");
 
   CHECK(rsync_differences(tmp / "v2", tmp / "next") == "");
   CHECK(stats.bytes_written == 10240 + 4000);
@@ -139,7 +130,7 @@ TEST_CASE("a 1% change stages 1% of the bytes and hard-links the rest from link_
 TEST_CASE("a file whose xattrs, mode or owner differ is written, not linked (a link would share them)", "[transfer]") {
   ScopedTempDir tmp;
   make_hundred_files(tmp / "v1");
-  stage(tmp / "v1", tmp / "current");
+  stage_payload(tmp / "v1", tmp / "current");
   run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "'");
   run("setfattr -n user.new -v 1 '" + (tmp / "v2/d1/f1").string() + "'");
   run("chmod 0600 '" + (tmp / "v2/d1/f2").string() + "'");
@@ -147,7 +138,7 @@ TEST_CASE("a file whose xattrs, mode or owner differ is written, not linked (a l
   run("setfacl -m u:1001:r '" + (tmp / "v2/d1/f4").string() + "'");
   run("touch -d '2022-02-02 02:02:02.2' '" + (tmp / "v2/d1").string() + "'/*");
 
-  const TransferStats stats = stage(tmp / "v2", tmp / "next", tmp / "current");
+  const TransferStats stats = stage_payload(tmp / "v2", tmp / "next", tmp / "current");
 
   CHECK(rsync_differences(tmp / "v2", tmp / "next") == "");
   CHECK(stats.files_changed == 4);
@@ -161,19 +152,19 @@ TEST_CASE("a file whose xattrs, mode or owner differ is written, not linked (a l
 TEST_CASE("Compare::checksum finds a content change that the quick check cannot see", "[transfer]") {
   ScopedTempDir tmp;
   make_hundred_files(tmp / "v1");
-  stage(tmp / "v1", tmp / "current");
+  stage_payload(tmp / "v1", tmp / "current");
   run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "'");
   // Same size, same mtime, other bytes.
   run("printf 'X' | dd of='" + (tmp / "v2/d5/f5").string() + "' bs=1 seek=5000 conv=notrunc status=none");
   run("touch -d '2022-02-02 02:02:02.2' '" + (tmp / "v2/d5/f5").string() + "'");
 
-  const TransferStats quick = stage(tmp / "v2", tmp / "quick", tmp / "current");
+  const TransferStats quick = stage_payload(tmp / "v2", tmp / "quick", tmp / "current");
   CHECK(quick.files_changed == 0);
   CHECK(same_inode(tmp / "quick/d5/f5", tmp / "current/d5/f5"));
 
   TransferOptions options;
   options.compare = Compare::checksum;
-  const TransferStats checked = stage(tmp / "v2", tmp / "checked", tmp / "current", options);
+  const TransferStats checked = stage_payload(tmp / "v2", tmp / "checked", tmp / "current", options);
   CHECK(checked.files_changed == 1);
   CHECK(checked.bytes_written == 10240);
   CHECK_FALSE(same_inode(tmp / "checked/d5/f5", tmp / "current/d5/f5"));
@@ -184,16 +175,16 @@ TEST_CASE("Compare::checksum finds a content change that the quick check cannot 
 TEST_CASE("a dry run writes nothing and counts exactly what the real run does", "[transfer]") {
   ScopedTempDir tmp;
   hoist::test::make_rich_tree(tmp / "v1");
-  stage(tmp / "v1", tmp / "current");
+  stage_payload(tmp / "v1", tmp / "current");
   run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "'");
   run("cd '" + (tmp / "v2").string() +
       "' && printf changed > etc/hello.conf && rm -r links && mkdir -p new/dir && printf 12345 > new/dir/file");
 
   TransferOptions dry;
   dry.dry_run = DryRun::yes;
-  const TransferStats planned = stage(tmp / "v2", tmp / "dry", tmp / "current", dry);
+  const TransferStats planned = stage_payload(tmp / "v2", tmp / "dry", tmp / "current", dry);
   CHECK(hoist::test::entry_count(tmp / "dry") == 0);
-  const TransferStats done = stage(tmp / "v2", tmp / "real", tmp / "current");
+  const TransferStats done = stage_payload(tmp / "v2", tmp / "real", tmp / "current");
 
   CHECK(planned.files_added == done.files_added);
   CHECK(planned.files_changed == done.files_changed);
@@ -220,7 +211,7 @@ TEST_CASE("paths longer than PATH_MAX are staged through directory fds", "[trans
       "    n = ('%03d' % i) * 66 + 'xx'\n"
       "    os.mkdir(n); os.chdir(n)\n"
       "open('leaf', 'w').write('deep')\"");
-  const TransferStats stats = stage(tmp / "src", tmp / "staging");
+  const TransferStats stats = stage_payload(tmp / "src", tmp / "staging");
   CHECK(stats.files_added == 41);
   auto list = [&](const std::filesystem::path& dir) {
     return hoist::test::output_of("cd '" + dir.string() + "' && find . -printf '%d %m %s %y %TY\\n' | sort");
@@ -237,7 +228,7 @@ TEST_CASE("progress is reported with running totals, and no thread outlives stag
   TransferOptions options;
   options.threads = 2;
   options.on_progress = [&](const TransferStats& stats) { reports.push_back(stats); };
-  const TransferStats stats = stage(tmp / "src", tmp / "staging", {}, options);
+  const TransferStats stats = stage_payload(tmp / "src", tmp / "staging", {}, options);
   CHECK(stats.bytes_done == 200000000 + 100 * 10240);
   CHECK(stats.bytes_total == stats.bytes_done);
   REQUIRE(!reports.empty());
@@ -254,7 +245,7 @@ TEST_CASE("a default ACL on the staging directory is not inherited by what is st
   make_hundred_files(tmp / "src");
   std::filesystem::create_directories(tmp / "staging");
   run("setfacl -d -m u:1001:rwx '" + (tmp / "staging").string() + "'");
-  stage(tmp / "src", tmp / "staging");
+  stage_payload(tmp / "src", tmp / "staging");
   CHECK(rsync_differences(tmp / "src", tmp / "staging") == "");
   CHECK(xattr_of(tmp / "staging/d0/f0", "system.posix_acl_access") == "");
 }
@@ -288,18 +279,10 @@ TEST_CASE("Payload::open tells directories, archives and other files apart", "[t
 TEST_CASE("a full disk fails staging with the path and the reason", "[transfer]") {
   ScopedTempDir tmp;
   const auto mount = tmp / "small";
-  std::filesystem::create_directories(mount);
-  if (std::system(("mount -t tmpfs -o size=1m tmpfs '" + mount.string() + "' 2>/dev/null").c_str()) != 0) {
-    WARN("cannot mount a tmpfs here: skipped");
-    return;
-  }
-  struct Unmount {
-    std::filesystem::path path;
-    ~Unmount() { std::system(("umount '" + path.string() + "'").c_str()); }
-  } unmount{mount};
+  const hoist::test::ScopedTmpfs tmpfs(mount, "1m");
   run("mkdir -p '" + (tmp / "src").string() + "' && head -c 3000000 /dev/zero > '" + (tmp / "src/big").string() + "'");
   try {
-    stage(tmp / "src", mount / "staging");
+    stage_payload(tmp / "src", mount / "staging");
     FAIL("staging did not fail");
   } catch (const hoist::Failure& e) {
     CHECK(std::string(e.what()) == "failed to copy '" + (tmp / "src/big").string() + "' to '" +

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <string>
 
+#include "hoist/core/payload.hpp"
+#include "hoist/core/transfer.hpp"
 #include "hoist/util/fd.hpp"
 
 namespace hoist::test {
@@ -115,5 +117,35 @@ inline uint64_t regular_bytes(const std::filesystem::path& dir) {
 inline uint64_t entry_count(const std::filesystem::path& dir) {
   return std::stoull(output_of("find '" + dir.string() + "' -mindepth 1 -printf x | wc -c"));
 }
+
+/// stage_tree() of the payload at `source` into `staging` (made if missing),
+/// hard-linking unchanged files from `link_dest` when one is given.
+inline TransferStats stage_payload(const std::filesystem::path& source, const std::filesystem::path& staging,
+                                   const std::filesystem::path& link_dest = {}, const TransferOptions& options = {}) {
+  std::filesystem::create_directories(staging);
+  const Fd staging_fd = open_dir(staging);
+  Fd link_fd;
+  if (!link_dest.empty()) {
+    link_fd = open_dir(link_dest);
+  }
+  return stage_tree(Payload::open(source), staging_fd.get(), link_fd.get(), options);
+}
+
+/// A size-limited tmpfs at `path` for the life of the object. Required, not
+/// optional: the tests run as root, as hoist does, and a test that cannot
+/// mount it fails rather than passing without having run.
+class ScopedTmpfs {
+ public:
+  ScopedTmpfs(std::filesystem::path path, const std::string& size) : m_path(std::move(path)) {
+    std::filesystem::create_directories(m_path);
+    run("mount -t tmpfs -o size=" + size + " tmpfs '" + m_path.string() + "'");
+  }
+  ScopedTmpfs(const ScopedTmpfs&) = delete;
+  ScopedTmpfs& operator=(const ScopedTmpfs&) = delete;
+  ~ScopedTmpfs() { static_cast<void>(std::system(("umount '" + m_path.string() + "'").c_str())); }
+
+ private:
+  std::filesystem::path m_path;
+};
 
 }  // namespace hoist::test
