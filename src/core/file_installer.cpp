@@ -27,18 +27,6 @@ namespace hoist {
 
 namespace {
 
-std::string join(const std::string& dir, std::string_view name) {
-  return dir.ends_with('/') ? dir + std::string(name) : dir + "/" + std::string(name);
-}
-
-std::string partial_name(const std::string& version) {
-  return "." + version + ".partial";
-}
-
-bool is_leftover(std::string_view name) {
-  return name.starts_with(k_temp_prefix) || (name.starts_with('.') && name.ends_with(".partial"));
-}
-
 class FileInstaller final : public Installer {
  public:
   FileInstaller(const HostRoot& root, InstallTarget target, Durability /*durability*/)
@@ -46,7 +34,7 @@ class FileInstaller final : public Installer {
     const std::filesystem::path dest(m_target.destination);
     m_file_name = dest.filename().string();
     m_dest_parent = dest.parent_path().string();
-    m_versions_path = join(m_target.state_dir, m_target.component);
+    m_versions_path = join_host_path(m_target.state_dir, m_target.component);
   }
 
   Integrity integrity(const std::string& version, const Payload* /*payload*/) override {
@@ -65,7 +53,7 @@ class FileInstaller final : public Installer {
   bool clean_leftovers(ComponentState* /*state*/) override {
     int removed = 0;
     if (auto versions = HostDir::open(m_root, m_versions_path)) {
-      removed += versions->remove_leftovers(is_leftover).value();
+      removed += versions->remove_leftovers(is_staging_leftover).value();
     }
     if (auto parent = HostDir::open(m_root, m_dest_parent)) {
       const std::string prefix = std::string(k_temp_prefix) + m_file_name + ".";
@@ -182,7 +170,7 @@ class FileInstaller final : public Installer {
                        versions->display(partial_name(version)) + "' exists)");
     }
     throw UsageError("cannot roll back " + m_target.component + " to " + version + ": '" +
-                     m_root.display(join(join(m_versions_path, version), m_file_name)) + "' does not exist");
+                     m_root.display(join_host_path(join_host_path(m_versions_path, version), m_file_name)) + "' does not exist");
   }
 
   void rollback(const std::string& version, const std::string& /*current*/) override { switch_link(version); }
@@ -195,7 +183,7 @@ class FileInstaller final : public Installer {
 
  private:
   [[nodiscard]] std::string link_target(const std::string& version) const {
-    return join(join(m_versions_path, version), m_file_name);
+    return join_host_path(join_host_path(m_versions_path, version), m_file_name);
   }
 
   // Whether the destination is hoist's link now (an upgrade changes the file).
@@ -205,7 +193,7 @@ class FileInstaller final : public Installer {
       return false;
     }
     auto link = read_symlink(parent->fd(), m_file_name, parent->display(m_file_name));
-    return link && link->starts_with(join(m_versions_path, ""));
+    return link && link->starts_with(join_host_path(m_versions_path, ""));
   }
 
   [[nodiscard]] bool has_copy(const HostDir& versions, const std::string& version) const {
@@ -260,11 +248,11 @@ class FileInstaller final : public Installer {
     std::string link;
     if (S_ISLNK(st->st_mode)) {
       link = read_symlink(parent->fd(), m_file_name, shown).value();
-      if (link.starts_with(join(m_versions_path, ""))) {
+      if (link.starts_with(join_host_path(m_versions_path, ""))) {
         return;  // hoist's own link
       }
       if (!link.starts_with('/')) {
-        link = join(m_dest_parent, link);  // the copy lives elsewhere: make it absolute
+        link = join_host_path(m_dest_parent, link);  // the copy lives elsewhere: make it absolute
       }
     } else if (!S_ISREG(st->st_mode)) {
       throw Failure("cannot install '" + shown + "': it is neither a regular file nor a symlink");

@@ -30,10 +30,6 @@ namespace hoist {
 
 namespace {
 
-std::string join(const std::string& dir, std::string_view name) {
-  return dir.ends_with('/') ? dir + std::string(name) : dir + "/" + std::string(name);
-}
-
 class SysextInstaller final : public Installer {
  public:
   SysextInstaller(const HostRoot& root, InstallTarget target, Durability durability)
@@ -41,7 +37,7 @@ class SysextInstaller final : public Installer {
     const std::filesystem::path dest(m_target.destination);
     m_link_name = dest.filename().string();
     m_dest_parent = dest.parent_path().string();
-    m_versions_path = join(m_target.state_dir, m_target.component);
+    m_versions_path = join_host_path(m_target.state_dir, m_target.component);
     m_directory = !m_link_name.ends_with(".raw");
     m_image_name =
         sysext_image_name(m_target.destination, m_directory ? SysextImageType::directory : SysextImageType::squashfs);
@@ -63,11 +59,7 @@ class SysextInstaller final : public Installer {
   bool clean_leftovers(ComponentState* /*state*/) override {
     int removed = 0;
     if (auto versions = HostDir::open(m_root, m_versions_path)) {
-      removed += versions
-                     ->remove_leftovers([](std::string_view name) {
-                       return name.starts_with(k_temp_prefix) || (name.starts_with('.') && name.ends_with(".partial"));
-                     })
-                     .value();
+      removed += versions->remove_leftovers(is_staging_leftover).value();
     }
     if (auto parent = HostDir::open(m_root, m_dest_parent)) {
       const std::string prefix = std::string(k_temp_prefix) + m_link_name + ".";
@@ -92,7 +84,7 @@ class SysextInstaller final : public Installer {
                    versions.display(entry));
       return {};
     }
-    const std::string partial = "." + entry + ".partial";
+    const std::string partial = partial_name(entry);
     TransferStats stats;
     try {
       if (m_directory) {
@@ -186,12 +178,12 @@ class SysextInstaller final : public Installer {
       return;
     }
     const std::string entry = entry_name(version);
-    if (versions && versions->stat("." + entry + ".partial")) {
+    if (versions && versions->stat(partial_name(entry))) {
       throw UsageError("cannot roll back " + m_target.component + " to " + version + ": it is incomplete (only '" +
-                       versions->display("." + entry + ".partial") + "' exists)");
+                       versions->display(partial_name(entry)) + "' exists)");
     }
     throw UsageError("cannot roll back " + m_target.component + " to " + version + ": '" +
-                     m_root.display(join(m_versions_path, entry)) + "' does not exist");
+                     m_root.display(join_host_path(m_versions_path, entry)) + "' does not exist");
   }
 
   void rollback(const std::string& version, const std::string& /*current*/) override { switch_link(version); }
@@ -208,7 +200,7 @@ class SysextInstaller final : public Installer {
   }
 
   [[nodiscard]] std::string link_target(const std::string& version) const {
-    return join(m_versions_path, entry_name(version));
+    return join_host_path(m_versions_path, entry_name(version));
   }
 
   [[nodiscard]] bool has_image(const HostDir& versions, const std::string& version) const {

@@ -30,14 +30,6 @@ namespace {
 constexpr const char* k_current = "current";
 constexpr const char* k_previous = "previous";
 
-std::string partial_name(const std::string& version) {
-  return "." + version + ".partial";
-}
-
-bool is_leftover(std::string_view name) {
-  return name.starts_with(k_temp_prefix) || (name.starts_with('.') && name.ends_with(".partial"));
-}
-
 // A link target that names a version beside it: one plain name, no '/'.
 bool is_version_name(const std::string& target) {
   return !target.empty() && target.find('/') == std::string::npos && target != "." && target != ".." &&
@@ -67,7 +59,7 @@ class TreeInstaller final : public Installer {
     if (!dest) {
       return false;  // nothing installed yet, nothing left over
     }
-    const int removed = dest->remove_leftovers(is_leftover).value();
+    const int removed = dest->remove_leftovers(is_staging_leftover).value();
     if (removed > 0) {
       spdlog::info("{}: removed {} leftover(s) of an interrupted run in {}", m_target.component, removed,
                    dest->display());

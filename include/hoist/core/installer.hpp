@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "hoist/core/component.hpp"
 #include "hoist/core/payload.hpp"
@@ -21,6 +22,17 @@ struct InstallTarget {
   std::string destination;  ///< host path
   std::string state_dir;    ///< host path of the state directory (`--state-dir`)
 };
+
+/// The staging name of a version's entry in its directory, `.<entry>.partial`:
+/// made there, renamed to `<entry>` once complete and durable.
+std::string partial_name(std::string_view entry);
+
+/// What an interrupted run leaves among versions: a staging (`.*.partial`) or
+/// a temporary file (sys/atomic_file.hpp's prefix).
+bool is_staging_leftover(std::string_view name);
+
+/// `dir/name` of host paths, whether or not `dir` ends with '/'.
+std::string join_host_path(const std::string& dir, std::string_view name);
 
 /// One component's changes to the host, in the phases of a run, so that a run
 /// of several components can stage them all before it switches any:
