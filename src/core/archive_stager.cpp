@@ -51,7 +51,7 @@ class ArchiveStager {
         m_targets(m_staging.get(), m_staging_display),
         m_link_targets(m_staging.get(), m_staging_display),
         m_compares(m_compare.get(), m_compare_display),
-        m_pool(options.threads),
+        m_pool(transfer_threads(options.threads)),
         m_write_behind(m_pool, m_counters, [this](std::string_view relpath) { return staging_display(relpath); }) {
     struct stat st {};
     if (::fstat(m_staging.get(), &st) != 0) {

@@ -2,8 +2,10 @@
 
 // Internal to the transfer engine: small helpers its files share.
 
+#include <algorithm>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "hoist/util/expected.hpp"
@@ -22,6 +24,16 @@ inline void checked(Expected<void> result) {
 
 inline std::string in_quotes(std::string_view text) {
   return "'" + std::string(text) + "'";
+}
+
+/// The threads of a transfer: `asked`, or twice the cores (at most 16) when 0.
+/// A walk of small files waits on the disk about as long as it computes, so a
+/// second thread per core keeps both the disk and the core busy.
+inline unsigned transfer_threads(unsigned asked) {
+  if (asked != 0) {
+    return asked;
+  }
+  return std::clamp(2 * std::thread::hardware_concurrency(), 2U, 16U);
 }
 
 /// "a/b/c" → {"a/b", "c"}; "c" → {"", "c"}.

@@ -21,6 +21,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
 #include "node_copy.hpp"
+#include "read_ahead.hpp"
 #include "transfer_counters.hpp"
 #include "transfer_support.hpp"
 #include "tree_order.hpp"
@@ -61,7 +62,7 @@ class DirectoryStager {
         m_staging_display(fd_display(staging_dir)),
         m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()),
         m_counters(options),
-        m_pool(options.threads) {
+        m_pool(transfer_threads(options.threads)) {
     m_staging = checked(reopen_directory(staging_dir, m_staging_display));
     if (link_dest >= 0) {
       m_compare = checked(reopen_directory(link_dest, m_compare_display));
@@ -94,6 +95,7 @@ class DirectoryStager {
     if (::fstat(root->source.get(), &st) != 0) {
       throw Failure(system_message("stat " + in_quotes(m_payload.path().string()), errno));
     }
+    m_source_dev = st.st_dev;
     m_dirs.push_back(DirRecord{"", NodeMeta::from_stat(st),
                                checked(read_xattrs(NodeRef{-1, nullptr, root->source.get()}, payload_display("")))});
     if (m_options.on_progress) {
@@ -120,6 +122,9 @@ class DirectoryStager {
     std::string name;
     struct stat st;
   };
+
+  /// Whether copies read the payload's data (not a dry run, and no clones between the two filesystems).
+  [[nodiscard]] bool reads_data() { return !m_dry && m_copier.method_for(m_source_dev, m_staging_dev) != CopyMethod::clone; }
 
   [[nodiscard]] std::string payload_display(std::string_view relpath) const {
     return relpath.empty() ? m_payload.path().string() : m_payload.path().string() + "/" + std::string(relpath);
@@ -183,12 +188,15 @@ class DirectoryStager {
 
   void stage_entries(std::shared_ptr<DirNode> node) {
     const DirFds fds = node->fds();
-    const auto entries = checked(read_directory(fds.source, payload_display(fds.relpath)));
-    for (const DirEntry& entry : entries) {
+    auto entries = checked(read_directory(fds.source, payload_display(fds.relpath)));
+    sort_by_inode(entries);
+    ReadAhead ahead(fds.source, fds.compare, entries, reads_data());
+    for (size_t i = 0; i < entries.size(); ++i) {
       if (m_pool.cancelled()) {
         return;
       }
-      const std::string& name = entry.name;
+      ahead.before(i);
+      const std::string& name = entries[i].name;
       struct stat st {};
       if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         throw Failure(system_message("stat " + in_quotes(payload_display(join_path(fds.relpath, name))), errno));
@@ -382,6 +390,7 @@ class DirectoryStager {
   Fd m_staging;
   Fd m_compare;
   dev_t m_staging_dev = 0;
+  dev_t m_source_dev = 0;
   mode_t m_umask = current_umask();
   uid_t m_euid = ::geteuid();
   gid_t m_egid = ::getegid();

@@ -25,6 +25,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
 #include "node_copy.hpp"
+#include "read_ahead.hpp"
 #include "sync_backup.hpp"
 #include "transfer_counters.hpp"
 #include "transfer_support.hpp"
@@ -83,7 +84,7 @@ class TreeSyncer {
         m_dry(options.dry_run == DryRun::yes),
         m_dest_display(fd_display(dest_dir)),
         m_counters(options),
-        m_pool(options.threads) {
+        m_pool(transfer_threads(options.threads)) {
     if (payload.type() != PayloadType::directory) {
       throw UsageError("cannot sync '" + payload.path().string() + "' in place: the sync kind takes a directory");
     }
@@ -112,6 +113,7 @@ class TreeSyncer {
     if (::fstat(root->source.get(), &st) != 0) {
       throw Failure(system_message("stat " + in_quotes(m_payload.path().string()), errno));
     }
+    m_source_dev = st.st_dev;
     DirRecord record{"", NodeMeta::from_stat(st),
                      checked(read_xattrs(NodeRef{-1, nullptr, root->source.get()}, payload_display(""))), false};
     if (differs_from_dest(record, root->dest.get()) && !m_dry) {
@@ -208,7 +210,8 @@ class TreeSyncer {
 
   void sync_entries(std::shared_ptr<DirNode> node) {
     const DirFds fds = node->fds();
-    const auto entries = checked(read_directory(fds.source, payload_display(fds.relpath)));
+    auto entries = checked(read_directory(fds.source, payload_display(fds.relpath)));
+    sort_by_inode(entries);
     std::unordered_set<std::string_view> names;
     names.reserve(entries.size());
     for (const DirEntry& entry : entries) {
@@ -221,11 +224,13 @@ class TreeSyncer {
     if (fds.dest >= 0 && !fds.fresh) {
       find_extras(fds, names);
     }
-    for (const DirEntry& entry : entries) {
+    ReadAhead ahead(fds.source, fds.fresh ? -1 : fds.dest, entries, reads_data());
+    for (size_t i = 0; i < entries.size(); ++i) {
       if (m_pool.cancelled()) {
         return;
       }
-      const std::string& name = entry.name;
+      ahead.before(i);
+      const std::string& name = entries[i].name;
       struct stat st {};
       if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         throw Failure(system_message("stat " + in_quotes(payload_display(join_path(fds.relpath, name))), errno));
@@ -311,6 +316,9 @@ class TreeSyncer {
       sync_directory(std::move(node), name, fresh, outcome, made);
     });
   }
+
+  /// Whether copies read the payload's data (not a dry run, and no clones between the two filesystems).
+  [[nodiscard]] bool reads_data() { return !m_dry && m_copier.method_for(m_source_dev, m_dest_dev) != CopyMethod::clone; }
 
   /// One entry that is not a directory; returns how it compared.
   Outcome sync_entry(const DirFds& fds, const std::string& name, const struct stat& st) {
@@ -498,6 +506,7 @@ class TreeSyncer {
   std::string m_dest_display;
   Fd m_dest;
   dev_t m_dest_dev = 0;
+  dev_t m_source_dev = 0;
   mode_t m_umask = current_umask();
   uid_t m_euid = ::geteuid();
   gid_t m_egid = ::getegid();

@@ -87,7 +87,7 @@ Expected<std::vector<DirEntry>> read_directory(int dirfd, std::string_view displ
       if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
         continue;
       }
-      entries.push_back(DirEntry{name, entry->d_type});
+      entries.push_back(DirEntry{name, entry->d_type, entry->d_ino});
     }
   }
 }

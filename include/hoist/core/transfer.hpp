@@ -37,7 +37,7 @@ struct TransferOptions {
   DryRun dry_run = DryRun::no;
   /// Called every so often from the transferring thread with the running totals.
   std::function<void(const TransferStats&)> on_progress;
-  /// Worker threads for file data; 0 picks by the number of cores.
+  /// Worker threads; 0 picks twice the number of cores (at most 16).
   unsigned threads = 0;
   /// Archive payloads: refuse when the unpacked size passes this many bytes (0: no limit)…
   uint64_t max_unpacked_bytes = 0;

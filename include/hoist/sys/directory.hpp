@@ -18,6 +18,7 @@ Expected<Fd> open_directory(int dirfd, const char* name, std::string_view displa
 struct DirEntry {
   std::string name;
   unsigned char type = 0;
+  uint64_t inode = 0;
 };
 
 /// Every name in the open directory `dirfd` but `.` and `..`, in the order the
