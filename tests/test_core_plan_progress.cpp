@@ -144,3 +144,18 @@ TEST_CASE("a Node object is read with labels and kubelet version", "[plan_progre
   CHECK_THROWS_WITH(NodeView::from_json(json::parse(R"({"metadata": {}})")),
                     "a node from the API has no metadata.name");
 }
+
+TEST_CASE("a Plan object of the wrong shape is judged, never an escaped JSON error", "[plan]") {
+  // Found by fuzz/watch_events: a Plan without metadata threw nlohmann's out_of_range.
+  const json no_metadata = json::parse(R"({"spec": {"nodeSelector": {"matchLabels": {"role": "server"}}},
+    "status": {"latestHash": "h2"}})");
+  PlanProgress progress;
+  REQUIRE_NOTHROW(progress = evaluate_plan("server", &no_metadata, nodes({node("a", "server", "h2")}), std::nullopt));
+  CHECK(progress.state == State::complete);
+  for (const std::string text : {"[]", "7", R"("plan")", "null"}) {
+    const json plan = json::parse(text);
+    REQUIRE_NOTHROW(progress = evaluate_plan("server", &plan, {}, std::nullopt));
+    CHECK(progress.state == State::invalid);
+    CHECK_THAT(progress.detail, Catch::Contains("not a JSON object"));
+  }
+}

@@ -208,8 +208,7 @@ void KubeClient::watch(const KubeResource& resource, const ListQuery& query, con
     throw http_error(response.head.status, body ? status_message(*body, response.head.reason) : response.head.reason,
                      "watch", resource, m_config.server());
   }
-  // Events are newline-delimited JSON objects; chunk boundaries fall anywhere.
-  std::string pending;
+  WatchDecoder decoder(resource, m_config.server());
   for (;;) {
     auto part = response.connection.read_some(deadline);
     if (!part) {
@@ -218,30 +217,45 @@ void KubeClient::watch(const KubeResource& resource, const ListQuery& query, con
     if (part->empty()) {
       return;  // the server ended the watch
     }
-    pending += *part;
-    std::size_t start = 0;
-    for (std::size_t eol; (eol = pending.find('\n', start)) != std::string::npos; start = eol + 1) {
-      const std::string_view line(pending.data() + start, eol - start);
-      if (line.find_first_not_of(" \r\t") == std::string_view::npos) {
-        continue;
-      }
-      auto event = nlohmann::json::parse(line, nullptr, false);
-      if (!event.is_object() || !event.contains("type") || !event["type"].is_string() || !event.contains("object")) {
-        throw KubeError(Kind::bad_response, 200, doing + ": malformed watch event");
-      }
-      const std::string type = event["type"].get<std::string>();
-      if (type == "ERROR") {
-        const auto& status = event["object"];
-        const int code = status.is_object() ? status.value("code", 500) : 500;
-        throw http_error(code, status.is_object() ? status.value("message", "") : "", "watch", resource,
-                         m_config.server());
-      }
-      on_event(WatchEvent{event_type(type), std::move(event["object"])});
+    decoder.feed(*part, on_event);
+  }
+}
+
+WatchDecoder::WatchDecoder(KubeResource resource, std::string server)
+    : m_resource(std::move(resource)), m_server(std::move(server)) {}
+
+void WatchDecoder::feed(std::string_view chunk, const std::function<void(WatchEvent&&)>& on_event) {
+  m_pending += chunk;
+  std::size_t start = 0;
+  for (std::size_t eol; (eol = m_pending.find('\n', start)) != std::string::npos; start = eol + 1) {
+    const std::string_view line(m_pending.data() + start, eol - start);
+    if (line.find_first_not_of(" \r\t") == std::string_view::npos) {
+      continue;
     }
-    pending.erase(0, start);
-    if (pending.size() > k_max_event_bytes) {
-      throw KubeError(Kind::bad_response, 200, doing + ": a watch event is larger than 16 MiB");
+    auto event = nlohmann::json::parse(line, nullptr, false);
+    if (!event.is_object() || !event.contains("type") || !event["type"].is_string() || !event.contains("object")) {
+      throw KubeError(KubeError::Kind::bad_response, 200,
+                      "failed to " + verb_target("watch", m_resource) + " on '" + m_server + "': malformed watch event");
     }
+    const std::string type = event["type"].get<std::string>();
+    if (type == "ERROR") {
+      const auto& status = event["object"];
+      const auto number = status.is_object() ? status.find("code") : status.end();
+      const int code = number != status.end() && number->is_number_integer() && number->get<int64_t>() >= 100 &&
+                               number->get<int64_t>() <= 599
+                           ? static_cast<int>(number->get<int64_t>())
+                           : 500;
+      const auto text = status.is_object() ? status.find("message") : status.end();
+      throw http_error(code, text != status.end() && text->is_string() ? text->get<std::string>() : "", "watch",
+                       m_resource, m_server);
+    }
+    on_event(WatchEvent{event_type(type), std::move(event["object"])});
+  }
+  m_pending.erase(0, start);
+  if (m_pending.size() > k_max_event_bytes) {
+    throw KubeError(KubeError::Kind::bad_response, 200,
+                    "failed to " + verb_target("watch", m_resource) + " on '" + m_server +
+                        "': a watch event is larger than 16 MiB");
   }
 }
 

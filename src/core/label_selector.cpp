@@ -169,7 +169,15 @@ std::string plan_label(const std::string& plan) {
 }
 
 LabelSelector plan_node_selector(const nlohmann::json& plan) {
-  const std::string name = plan.at("metadata").value("name", "");
+  if (!plan.is_object()) {
+    throw UsageError("the plan is not a JSON object");
+  }
+  std::string name;
+  if (const auto metadata = plan.find("metadata"); metadata != plan.end() && metadata->is_object()) {
+    if (const auto value = metadata->find("name"); value != metadata->end() && value->is_string()) {
+      name = value->get<std::string>();
+    }
+  }
   const nlohmann::json* spec_selector = nullptr;
   if (const auto spec = plan.find("spec"); spec != plan.end() && spec->is_object()) {
     if (const auto selector = spec->find("nodeSelector"); selector != spec->end()) {

@@ -29,6 +29,20 @@ std::string string_at(const nlohmann::json& object, std::initializer_list<const 
 
 }  // namespace
 
+nlohmann::json trim_node(nlohmann::json&& node) {
+  nlohmann::json trimmed = nlohmann::json::object();
+  trimmed["metadata"]["name"] = string_at(node, {"metadata", "name"});
+  if (node.is_object()) {
+    if (const auto metadata = node.find("metadata"); metadata != node.end() && metadata->is_object()) {
+      if (const auto labels = metadata->find("labels"); labels != metadata->end() && labels->is_object()) {
+        trimmed["metadata"]["labels"] = std::move(*labels);
+      }
+    }
+  }
+  trimmed["status"]["nodeInfo"]["kubeletVersion"] = string_at(node, {"status", "nodeInfo", "kubeletVersion"});
+  return trimmed;
+}
+
 NodeView NodeView::from_json(const nlohmann::json& node) {
   NodeView view;
   view.name = string_at(node, {"metadata", "name"});

@@ -12,20 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Only what prepare reads of a Node: in a big cluster the full objects (images,
-// conditions) are most of the memory.
-nlohmann::json trim_node(nlohmann::json&& node) {
-  nlohmann::json trimmed;
-  trimmed["metadata"]["name"] = node["metadata"].value("name", "");
-  if (node["metadata"].contains("labels")) {
-    trimmed["metadata"]["labels"] = std::move(node["metadata"]["labels"]);
-  }
-  if (node.contains("status") && node["status"].contains("nodeInfo")) {
-    trimmed["status"]["nodeInfo"]["kubeletVersion"] = node["status"]["nodeInfo"].value("kubeletVersion", "");
-  }
-  return trimmed;
-}
-
 /// Wakes the waiting thread whenever a mirror changed something.
 class ChangeSignal {
  public:

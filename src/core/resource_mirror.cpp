@@ -11,6 +11,9 @@ std::string seconds_text(std::chrono::milliseconds delay) {
 }
 
 std::string resource_version_of(const nlohmann::json& object) {
+  if (!object.is_object()) {
+    return {};
+  }
   if (const auto metadata = object.find("metadata"); metadata != object.end() && metadata->is_object()) {
     if (const auto version = metadata->find("resourceVersion"); version != metadata->end() && version->is_string()) {
       return version->get<std::string>();
@@ -20,8 +23,13 @@ std::string resource_version_of(const nlohmann::json& object) {
 }
 
 std::string name_of(const nlohmann::json& object) {
+  if (!object.is_object()) {
+    return {};
+  }
   if (const auto metadata = object.find("metadata"); metadata != object.end() && metadata->is_object()) {
-    return metadata->value("name", "");
+    if (const auto name = metadata->find("name"); name != metadata->end() && name->is_string()) {
+      return name->get<std::string>();
+    }
   }
   return {};
 }

@@ -210,13 +210,14 @@ Xattrs entry_xattrs(archive_entry* entry) {
   }
   const std::pair<int, const char*> kinds[] = {{ARCHIVE_ENTRY_ACL_TYPE_ACCESS, "system.posix_acl_access"},
                                                {ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, "system.posix_acl_default"}};
-  for (const auto& [type, name] : kinds) {
+  for (const auto& [type, acl_name] : kinds) {
     auto acl = entry_acl(entry, type);
     if (acl.empty()) {
       continue;
     }
     // An ACL that came as an xattr too is taken from the parsed form.
-    std::erase_if(xattrs, [&](const Xattr& x) { return x.name == name; });
+    const char* const name = acl_name;  // a structured binding cannot be captured before C++20's P1091 (clang 16)
+    std::erase_if(xattrs, [name](const Xattr& x) { return x.name == name; });
     xattrs.push_back(Xattr{name, encode_posix_acl(std::move(acl))});
   }
   std::sort(xattrs.begin(), xattrs.end(), [](const Xattr& a, const Xattr& b) { return a.name < b.name; });

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -111,6 +112,24 @@ class KubeClient {
 
   KubeConfig m_config;
   TlsContext m_tls;
+};
+
+/// The events of a watch response body: newline-delimited JSON objects whose
+/// boundaries fall anywhere in the chunks the connection returns.
+class WatchDecoder {
+ public:
+  /// `resource` and `server` name the watch in errors.
+  WatchDecoder(KubeResource resource, std::string server);
+
+  /// Takes the next chunk of the body and calls `on_event` for each event it
+  /// completes. Throws KubeError: bad_response for a line that is not an event
+  /// or an event over 16 MiB, the API's own status for an ERROR event.
+  void feed(std::string_view chunk, const std::function<void(WatchEvent&&)>& on_event);
+
+ private:
+  KubeResource m_resource;
+  std::string m_server;
+  std::string m_pending;
 };
 
 /// Percent-encodes a query parameter value (RFC 3986 unreserved kept).

@@ -21,6 +21,11 @@ struct NodeView {
   static NodeView from_json(const nlohmann::json& node);
 };
 
+/// Only what prepare reads of a Node (name, labels, kubelet version): in a big
+/// cluster the full objects (images, conditions) are most of the memory. Any
+/// JSON value is taken; what is not there, or of another type, is left out.
+nlohmann::json trim_node(nlohmann::json&& node);
+
 /// The nodes known from the API, by name.
 using NodeMap = std::map<std::string, NodeView>;
 
