@@ -71,6 +71,30 @@ class Result:
 SANITIZER_ENV = {k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")}
 
 
+class RecordedPopen(subprocess.Popen):
+    """A command line that runs hoist in the background (to be signalled or
+    raced); communicate() keeps its output for the log audit, as run_hoist does."""
+
+    def communicate(self, *args, **kwargs):
+        out, err = super().communicate(*args, **kwargs)
+        record_output(self.args, _text(out), _text(err))
+        return out, err
+
+
+def run_recorded(argv, **kwargs):
+    """subprocess.run of a command line that runs hoist (under strace, unshare, …),
+    its captured output kept for the log audit."""
+    result = subprocess.run(argv, **kwargs)
+    record_output(argv, _text(result.stdout), _text(result.stderr))
+    return result
+
+
+def _text(output):
+    if isinstance(output, bytes):
+        return output.decode(errors="surrogateescape")
+    return output
+
+
 def run_hoist(*args, env=None, timeout=120, check=None, input=None):
     """Runs the binary; returns a Result. `check` asserts the exit code."""
     full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SANITIZER_ENV}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOIST_BIN
+from conftest import HOIST_BIN, run_recorded
 from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
 
 STRACE = shutil.which("strace")
@@ -31,7 +31,7 @@ def hoist_argv(host_root, *args):
 def syscall_sequence(host_root, args, tmp_path):
     """The writing syscalls of one run, in order: [(name, occurrence)]."""
     log = tmp_path / "strace.log"
-    subprocess.run([STRACE, "-f", "-qq", "-o", str(log), "-e", "trace=" + ",".join(WRITING),
+    run_recorded([STRACE, "-f", "-qq", "-o", str(log), "-e", "trace=" + ",".join(WRITING),
                     *hoist_argv(host_root, *args)], check=True, capture_output=True)
     counts = {}
     sequence = []
@@ -47,7 +47,7 @@ def syscall_sequence(host_root, args, tmp_path):
 
 def kill_at(host_root, args, name, occurrence):
     """Runs the upgrade, SIGKILLed when it enters the `occurrence`-th `name`."""
-    return subprocess.run([STRACE, "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}",
+    return run_recorded([STRACE, "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}",
                            "-e", f"inject={name}:signal=KILL:when={occurrence}", *hoist_argv(host_root, *args)],
                           capture_output=True, text=True, timeout=60)
 

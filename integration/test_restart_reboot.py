@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import HOIST_BIN
+from conftest import HOIST_BIN, SANITIZER_ENV, RecordedPopen, run_recorded
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from payloads import make_tree, state_of, upgrade
 
@@ -34,9 +34,9 @@ def args(source, version, *extra):
 
 def spawn(host_root, *arguments, env=None):
     """hoist in the background, for the tests that must signal it."""
-    full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **(env or {})}
-    return subprocess.Popen([HOIST_BIN, "--host-root", str(host_root), "upgrade", *map(str, arguments)],
-                            env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SANITIZER_ENV, **(env or {})}
+    return RecordedPopen([HOIST_BIN, "--host-root", str(host_root), "upgrade", *map(str, arguments)],
+                         env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(process, timeout=30):
@@ -319,7 +319,7 @@ def test_without_a_system_bus_reboot_2_is_the_last_resort(host_root, payloads):
     if probe.returncode != 0:
         pytest.skip("cannot make a PID namespace here: " + probe.stderr.decode())
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/bus"}
-    result = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", HOIST_BIN,
+    result = run_recorded(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", HOIST_BIN,
                              "--host-root", str(host_root), "upgrade", *args(v1, "1.0.0", "--reboot", "always")],
                             env=env, capture_output=True, text=True, timeout=60)
     # The namespace's init died of the "reboot" (SIGHUP from reboot_pid_ns), not by its own exit.

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import HOIST_BIN
+from conftest import HOIST_BIN, SANITIZER_ENV, RecordedPopen, run_recorded
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from payloads import make_tree, state_of, upgrade
 
@@ -34,8 +34,9 @@ def args(source, version, *extra):
 
 
 def spawn(host_root, *arguments, env=None):
-    return subprocess.Popen([HOIST_BIN, "--host-root", str(host_root), *map(str, arguments)],
-                            env={**ENV, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return RecordedPopen([HOIST_BIN, "--host-root", str(host_root), *map(str, arguments)],
+                         env={**ENV, **SANITIZER_ENV, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
 
 
 def with_signal_at(syscall, signame, host_root, *arguments, env=None):
@@ -45,7 +46,7 @@ def with_signal_at(syscall, signame, host_root, *arguments, env=None):
     cmd = ["strace", "-f", "-o", "/dev/null", "-e", f"trace={syscall}", "-e",
            f"inject={syscall}:signal={signame}:when=1", HOIST_BIN, "--host-root", str(host_root),
            *map(str, arguments)]
-    return subprocess.run(cmd, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=120)
+    return run_recorded(cmd, env={**ENV, **SANITIZER_ENV, **(env or {})}, capture_output=True, text=True, timeout=120)
 
 
 def test_sigterm_while_waiting_for_the_lock_ends_the_wait_at_once(host_root, payloads):
@@ -151,7 +152,7 @@ def test_sigterm_with_a_remount_puts_the_mount_back(tmp_path, payloads):
         grep " {host}/opt " /proc/self/mountinfo
         ls -A {host}/opt
     """)
-    result = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c", script],
+    result = run_recorded(["unshare", "-m", "--propagation", "private", "bash", "-c", script],
                             capture_output=True, text=True, timeout=120)
     assert "exit=1" in result.stdout, result
     assert "stopped by SIGTERM before switching app" in result.stderr
