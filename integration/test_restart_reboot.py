@@ -166,7 +166,10 @@ def test_reboot_through_logind_then_the_run_after_the_boot_exits_0_without_a_sec
     assert len(systemd.called("RestartUnit")) == 1
     state = state_of(host_root, "app")
     assert state["pending_reboot"] is None
-    assert state["last_result"]["outcome"] in ("succeeded", "unchanged")
+    # As after a rollback's reboot: the run that saw the new boot records the upgrade as done.
+    assert state["last_result"]["outcome"] == "succeeded", state["last_result"]
+    assert state["last_result"]["version"] == "1.0.0"
+    assert state["last_result"]["message"] == "rebooted into 1.0.0"
     assert not systemd.called("Reboot")
 
 

@@ -43,6 +43,8 @@ struct Work {
   TransferStats stats;
   bool staged = false;
   bool committed = false;
+  /// This run confirmed the reboot an earlier run asked for: its last result says so, not "unchanged".
+  bool reboot_settled = false;
 
   [[nodiscard]] const std::string& name() const { return item.spec.name; }
   [[nodiscard]] std::string installed_text() const { return state ? state->current : std::string(); }
@@ -248,7 +250,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     work.state = store.load(work.item.spec.name);
     if (work.state) {
       check_identity(*work.state, work.item.spec);
-      host.settle_pending_reboot(store, *work.state, work.item.target.text());
+      work.reboot_settled =
+          host.settle_pending_reboot(store, *work.state, work.item.target.text()) == Handshake::completed;
     }
     work.installer = make_installer(
         root, InstallTarget{work.item.spec.name, work.item.spec.kind, work.item.spec.destination, store.state_dir()},
@@ -278,8 +281,10 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       }
     } else {
       for (Work& work : works) {
-        set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text());
-        store.save(*work.state);
+        if (!work.reboot_settled) {
+          set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text());
+          store.save(*work.state);
+        }
       }
       host.after_switch(store, switched_components(works));  // --reboot always
     }
@@ -386,7 +391,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     if (work.gate.changes_host()) {
       record_switch(state, work.item.target.text(), work.installer->adopted_version());
       set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());
-    } else {
+    } else if (!work.reboot_settled) {
       set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text());
     }
     state.boot_id = boot_id;
