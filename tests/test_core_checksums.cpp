@@ -11,33 +11,11 @@
 #include <utility>
 
 #include "hoist/util/error.hpp"
+#include "scoped_temp_dir.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-/// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/hoist-test-checksums-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) {
-      FAIL("mkdtemp failed");
-    }
-    m_path = templ;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(m_path, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return m_path; }
-
- private:
-  fs::path m_path;
-};
 
 void write_file(const fs::path& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
@@ -192,7 +170,7 @@ TEST_CASE("a SHA256SUMS without entries is refused", "[core][checksums]") {
 }
 
 TEST_CASE("Sha256Sums::load parses a file and names it in errors", "[core][checksums]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   const fs::path path = dir.path() / "SHA256SUMS";
   write_file(path, k_abc + "  bin/k3s\n");
   const Sha256Sums sums = Sha256Sums::load(path);
@@ -206,7 +184,7 @@ TEST_CASE("Sha256Sums::load parses a file and names it in errors", "[core][check
 }
 
 TEST_CASE("Sha256Sums::load of a missing file or a directory is a usage error naming the path", "[core][checksums]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   const Error missing = thrown_by([&] { (void)Sha256Sums::load(dir.path() / "SHA256SUMS"); });
   CHECK(missing.code() == ExitCode::usage);
   CHECK(std::string(missing.what()) ==
@@ -220,14 +198,14 @@ TEST_CASE("Sha256Sums::load of a missing file or a directory is a usage error na
 // ---- verify_file ----
 
 TEST_CASE("verify_file accepts a file whose digest is listed", "[core][checksums]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   write_file(dir.path() / "k3s", "k3s binary\n");
   const Sha256Sums sums = Sha256Sums::parse(k_k3s + "  bin/k3s\n", k_source);
   CHECK_NOTHROW(verify_file(sums, "bin/k3s", dir.path() / "k3s"));
 }
 
 TEST_CASE("verify_file refuses a changed file with both digests", "[core][checksums]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   write_file(dir.path() / "k3s", "hello\n");
   const Sha256Sums sums = Sha256Sums::parse(k_k3s + "  bin/k3s\n", k_source);
   const Error e = thrown_by([&] { verify_file(sums, "bin/k3s", dir.path() / "k3s"); });
@@ -236,7 +214,7 @@ TEST_CASE("verify_file refuses a changed file with both digests", "[core][checks
 }
 
 TEST_CASE("verify_file refuses a name that SHA256SUMS does not list", "[core][checksums]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   write_file(dir.path() / "k3s", "k3s binary\n");
   const Sha256Sums sums = Sha256Sums::parse(k_k3s + "  bin/k3s\n", k_source);
   const Error e = thrown_by([&] { verify_file(sums, "bin/kubectl", dir.path() / "k3s"); });
@@ -245,7 +223,7 @@ TEST_CASE("verify_file refuses a name that SHA256SUMS does not list", "[core][ch
 }
 
 TEST_CASE("verify_file of an unreadable file fails naming it", "[core][checksums]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   const Sha256Sums sums = Sha256Sums::parse(k_k3s + "  bin/k3s\n", k_source);
   const Error e = thrown_by([&] { verify_file(sums, "bin/k3s", dir.path() / "k3s"); });
   CHECK(e.code() == ExitCode::failed);
@@ -361,7 +339,7 @@ class SigningDir {
   }
 
  private:
-  TempDir m_dir;
+  hoist::test::ScopedTempDir m_dir;
 };
 
 }  // namespace

@@ -13,31 +13,9 @@
 #include <string>
 
 #include "hoist/util/fd.hpp"
+#include "scoped_temp_dir.hpp"
 
 namespace {
-
-/// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/hoist-test-sha256-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) {
-      FAIL("mkdtemp failed");
-    }
-    m_path = templ;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(m_path, ignored);
-  }
-  [[nodiscard]] const std::filesystem::path& path() const { return m_path; }
-
- private:
-  std::filesystem::path m_path;
-};
 
 void write_file(const std::filesystem::path& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
@@ -106,7 +84,7 @@ TEST_CASE("a moved-to Sha256 carries on with the digest of the moved-from one", 
 }
 
 TEST_CASE("sha256_file hashes a file larger than the read buffer", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   write_file(dir.path() / "big", std::string(1U << 20U, 'a'));
   const Fd dirfd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(dirfd);
@@ -117,7 +95,7 @@ TEST_CASE("sha256_file hashes a file larger than the read buffer", "[sys][sha256
 }
 
 TEST_CASE("sha256_file hashes an empty file and a file in a subdirectory", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   std::filesystem::create_directory(dir.path() / "bin");
   write_file(dir.path() / "bin" / "abc", "abc");
   write_file(dir.path() / "empty", "");
@@ -130,7 +108,7 @@ TEST_CASE("sha256_file hashes an empty file and a file in a subdirectory", "[sys
 }
 
 TEST_CASE("sha256_file names the path when the file does not exist", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   const Fd dirfd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(dirfd);
 
@@ -141,7 +119,7 @@ TEST_CASE("sha256_file names the path when the file does not exist", "[sys][sha2
 }
 
 TEST_CASE("sha256_file refuses a directory as not a regular file", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   std::filesystem::create_directory(dir.path() / "bin");
   const Fd dirfd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(dirfd);
@@ -152,7 +130,7 @@ TEST_CASE("sha256_file refuses a directory as not a regular file", "[sys][sha256
 }
 
 TEST_CASE("sha256_file does not follow a symbolic link", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   write_file(dir.path() / "target", "abc");
   std::filesystem::create_symlink("target", dir.path() / "link");
   const Fd dirfd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -164,7 +142,7 @@ TEST_CASE("sha256_file does not follow a symbolic link", "[sys][sha256]") {
 }
 
 TEST_CASE("sha256_file refuses a FIFO without blocking on it", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   REQUIRE(::mkfifo((dir.path() / "fifo").c_str(), 0600) == 0);
 
   const Expected<std::string> hex = sha256_file(AT_FDCWD, (dir.path() / "fifo").string());
@@ -173,7 +151,7 @@ TEST_CASE("sha256_file refuses a FIFO without blocking on it", "[sys][sha256]") 
 }
 
 TEST_CASE("sha256_fd hashes from the current offset to the end", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   write_file(dir.path() / "f", "xyzabc");
   const Fd fd(::open((dir.path() / "f").c_str(), O_RDONLY | O_CLOEXEC));
   REQUIRE(fd);
@@ -183,7 +161,7 @@ TEST_CASE("sha256_fd hashes from the current offset to the end", "[sys][sha256]"
 }
 
 TEST_CASE("a read error from sha256_fd names the path it was given", "[sys][sha256]") {
-  TempDir dir;
+  hoist::test::ScopedTempDir dir;
   // read(2) on a directory fails with EISDIR: a real read error without fault injection.
   const Fd fd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(fd);

@@ -11,10 +11,13 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <utility>
 
+#include "hoist/sys/openssl_ptr.hpp"
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/fd.hpp"
+#include "hoist/util/file_io.hpp"
 
 namespace hoist {
 
@@ -49,25 +52,11 @@ std::string read_input_file(const std::filesystem::path& path, std::size_t max_b
   if (!S_ISREG(st.st_mode)) {
     throw UsageError("failed to read " + in_quotes(name) + ": not a regular file");
   }
-  std::string data;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) {
-        continue;
-      }
-      throw UsageError(system_message("read " + in_quotes(name), err));
-    }
-    if (n == 0) {
-      return data;
-    }
-    if (data.size() + static_cast<std::size_t>(n) > max_bytes) {
-      throw UsageError("failed to read " + in_quotes(name) + ": larger than " + std::to_string(max_bytes) + " bytes");
-    }
-    data.append(buffer, static_cast<std::size_t>(n));
+  auto data = read_fd(fd.get(), name, max_bytes);
+  if (!data) {
+    throw UsageError(data.error().message);
   }
+  return std::move(*data);
 }
 
 // ---- SHA256SUMS syntax ----
@@ -127,19 +116,6 @@ std::string name_problem(std::string_view name) {
 }
 
 // ---- OpenSSL ----
-
-struct BioFree {
-  void operator()(BIO* bio) const noexcept { BIO_free(bio); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const noexcept { EVP_PKEY_free(key); }
-};
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* ctx) const noexcept { EVP_MD_CTX_free(ctx); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
 
 /// The reason of the oldest error in OpenSSL's queue (the root cause; later entries
 /// are the callers that passed it up), and an empty queue afterwards.

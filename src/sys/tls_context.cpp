@@ -5,22 +5,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "hoist/sys/openssl_ptr.hpp"
+
 namespace hoist {
 
 namespace {
-
-struct BioFree {
-  void operator()(BIO* bio) const noexcept { BIO_free(bio); }
-};
-struct X509Free {
-  void operator()(X509* cert) const noexcept { X509_free(cert); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* key) const noexcept { EVP_PKEY_free(key); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
 BioPtr memory_bio(const std::string& pem) {
   return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
