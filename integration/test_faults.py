@@ -132,16 +132,21 @@ def test_a_stale_partial_of_another_version_does_not_get_in_the_way(host_root, t
     assert assert_whole(host_root, {"3.0.0": v3}) == "3.0.0"
 
 
+def forge_stale_pending_reboot(host_root, target):
+    """Writes into app's state the reboot record of a run that died before a boot (another boot id)."""
+    state_file = host_root / "var/lib/hoist/app/state.json"
+    state = json.loads(state_file.read_text())
+    state["pending_reboot"] = {"target": target, "boot_id": "00000000-0000-4000-8000-000000000000",
+                               "requested_at": "2020-01-01T00:00:00Z"}
+    state_file.write_text(json.dumps(state))
+
+
 def test_a_stale_pending_reboot_from_before_a_boot_is_settled(host_root, trees):
     v1, v2, _ = trees
     upgrade(host_root, *tree_args(v1, "1.0.0"), check=0)
     upgrade(host_root, *tree_args(v2, "2.0.0"), check=0)
-    state_file = host_root / "var/lib/hoist/app/state.json"
-    state = json.loads(state_file.read_text())
     # An earlier run asked for a reboot into 2.0.0 and died; the host has booted since (another boot id).
-    state["pending_reboot"] = {"target": "2.0.0", "boot_id": "00000000-0000-4000-8000-000000000000",
-                               "requested_at": "2020-01-01T00:00:00Z"}
-    state_file.write_text(json.dumps(state))
+    forge_stale_pending_reboot(host_root, "2.0.0")
     result = upgrade(host_root, *tree_args(v2, "2.0.0"), check=0)
     assert "rebooted into" in result.stderr, result
     assert state_of(host_root, "app")["pending_reboot"] is None
@@ -151,11 +156,7 @@ def test_a_stale_pending_reboot_from_before_a_boot_is_settled(host_root, trees):
 def test_a_stale_pending_reboot_into_a_version_that_is_not_current_fails_once(host_root, trees):
     v1, v2, v3 = trees
     upgrade(host_root, *tree_args(v1, "1.0.0"), check=0)
-    state_file = host_root / "var/lib/hoist/app/state.json"
-    state = json.loads(state_file.read_text())
-    state["pending_reboot"] = {"target": "2.0.0", "boot_id": "00000000-0000-4000-8000-000000000000",
-                               "requested_at": "2020-01-01T00:00:00Z"}
-    state_file.write_text(json.dumps(state))
+    forge_stale_pending_reboot(host_root, "2.0.0")
     before = manifest_without(host_root, "run/hoist", "var/lib/hoist/app/state.json")
     result = upgrade(host_root, *tree_args(v2, "2.0.0"), check=1)
     assert "came back on the old version" in result.stderr, result
