@@ -140,23 +140,28 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
     }
     std::string request = "GET " + target + " HTTP/1.1\r\nHost: " + m_config.server() + "\r\nUser-Agent: hoist/" +
                           hoist_version() + "\r\nAccept: application/json\r\nConnection: close\r\n";
+    // Kept until the answer: after a 401, whether the token has changed since is judged against it.
+    std::string token;
     if (m_config.token) {
-      std::string token = m_config.token->value();
+      token = m_config.token->value();
       request += "Authorization: Bearer " + token + "\r\n";
-      secure_erase(token);
     }
     request += "\r\n";
     auto sent = connection->send(request, deadline);
     secure_erase(request);
     if (!sent) {
+      secure_erase(token);
       throw transport_error(sent.error(), doing);
     }
     auto head = connection->read_head(deadline);
     if (!head) {
+      secure_erase(token);
       throw transport_error(head.error(), doing);
     }
-    if (head->status == 401 && attempt == 0 && m_config.token && m_config.token->reload()) {
-      continue;  // the token rotated under us: once more with the new one
+    const bool rotated = head->status == 401 && attempt == 0 && m_config.token && m_config.token->reload(token);
+    secure_erase(token);
+    if (rotated) {
+      continue;  // the token rotated under us (this request or another re-read it): once more with the new one
     }
     return Response{std::move(*connection), std::move(*head)};
   }

@@ -105,7 +105,7 @@ std::string BearerToken::value() const {
   return m_token;
 }
 
-bool BearerToken::reload() {
+bool BearerToken::reload(const std::string& refused) {
   if (m_file.empty()) {
     return false;
   }
@@ -115,12 +115,13 @@ bool BearerToken::reload() {
   }
   std::string fresh = strip_newlines(std::move(*text));
   const std::lock_guard lock(m_mutex);
-  if (fresh == m_token) {
-    return false;
+  if (fresh != m_token) {
+    secure_erase(m_token);
+    m_token = std::move(fresh);
+  } else {
+    secure_erase(fresh);
   }
-  secure_erase(m_token);
-  m_token = std::move(fresh);
-  return true;
+  return m_token != refused;
 }
 
 std::string KubeConfig::server() const {

@@ -29,9 +29,11 @@ class BearerToken {
 
   /// The current token.
   [[nodiscard]] std::string value() const;
-  /// Re-reads the file; returns whether the token changed (false for a fixed one
-  /// or when the file cannot be read, which the next 401 then reports).
-  bool reload();
+  /// After the server refused `refused`: re-reads the file, and returns whether
+  /// the current token now differs from the refused one (false for a fixed
+  /// token, or when the file cannot be read, which the next 401 then reports).
+  /// Another request may have re-read it first: its refusal still counts.
+  bool reload(const std::string& refused);
 
  private:
   BearerToken(std::string token, std::filesystem::path file) : m_token(std::move(token)), m_file(std::move(file)) {}
