@@ -4,11 +4,15 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <string>
 
+#include "deny_syscalls.hpp"
 #include "hoist/sys/posix_acl.hpp"
 #include "scoped_temp_dir.hpp"
 #include "transfer_fixture.hpp"
@@ -63,6 +67,50 @@ TEST_CASE("read_xattrs reads every namespace, sorted, and never follows a symlin
   CHECK(hoist::read_xattrs(NodeRef{dir.get(), "f", fd.get()}, "f").value() == file);
   const Xattrs link = hoist::read_xattrs(NodeRef{dir.get(), "link"}, "link").value();
   CHECK(link == Xattrs{{"trusted.mine", "l"}});
+}
+
+TEST_CASE("xattrs are read by name with getxattrat/listxattrat where the kernel has them, else through /proc",
+          "[metadata]") {
+  ScopedTempDir tmp;
+  hoist::test::write_text(tmp / "f", "x");
+  // More names than fit the first buffer (1 KiB), and a value longer than its first buffer (256 bytes).
+  std::string command = "cd '" + tmp.path().string() + "' && setfattr -n user.big -v 0s" + std::string(400, 'A') + " f";
+  for (int i = 0; i < 40; ++i) {
+    command +=
+        " && setfattr -n user.an-attribute-with-a-long-name-" + std::to_string(i) + " -v " + std::to_string(i) + " f";
+  }
+  run(command);
+  const hoist::Fd dir = hoist::test::open_dir(tmp.path());
+  const Xattrs by_name = hoist::read_xattrs(NodeRef{dir.get(), "f"}, "f").value();
+  REQUIRE(by_name.size() == 41);
+  const hoist::Fd fd(::openat(dir.get(), "f", O_RDONLY | O_CLOEXEC));
+  CHECK(hoist::read_xattrs(NodeRef{-1, nullptr, fd.get()}, "f").value() == by_name);
+
+  // Whether this kernel has the calls (or, under hoist-deny-syscalls, seems not to).
+  const bool kernel_has_them = ::syscall(465, AT_FDCWD, "/", AT_SYMLINK_NOFOLLOW, nullptr, size_t{0}) >= 0;
+  CHECK(hoist::xattrs_readable_by_name() == kernel_has_them);
+  if (std::getenv("HOIST_TEST_WITHOUT_XATTRAT") != nullptr) {
+    CHECK_FALSE(kernel_has_them);
+  }
+
+  // A filter installed after the probe (the calls now fail with ENOSYS): the same xattrs, through /proc.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (!hoist::test::deny_syscalls(hoist::test::k_xattrat_calls)) {
+      ::_exit(10);
+    }
+    auto again = hoist::read_xattrs(NodeRef{dir.get(), "f"}, "f");
+    if (!again || *again != by_name) {
+      ::_exit(11);
+    }
+    ::_exit(hoist::xattrs_readable_by_name() ? 12 : 0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("10: no seccomp filter, 11: other xattrs, 12: still reading by name");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("same_xattrs lets an existing SELinux label stand in for none", "[metadata]") {

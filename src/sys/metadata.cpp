@@ -1,12 +1,15 @@
 #include "hoist/sys/metadata.hpp"
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 
 namespace hoist {
 
@@ -26,16 +29,83 @@ bool xattrs_unsupported(int errnum) {
   return errnum == ENOTSUP || errnum == ENOSYS;
 }
 
-ssize_t list_names(NodeRef node, const std::string& path, char* buffer, size_t size) {
-  return node.fd >= 0 ? ::flistxattr(node.fd, buffer, size) : ::llistxattr(path.c_str(), buffer, size);
+// getxattrat(2) and listxattrat(2), Linux 6.13: the same number on every architecture.
+constexpr long k_sys_getxattrat = 464;
+constexpr long k_sys_listxattrat = 465;
+
+/// getxattrat's `struct xattr_args` (linux/xattr.h of 6.13; not in older headers).
+struct XattrArgs {
+  alignas(8) uint64_t value;
+  uint32_t size;
+  uint32_t flags;
+};
+
+/// Whether the *xattrat calls work: 0 not known yet, 1 yes, -1 no (an older
+/// kernel, or a seccomp filter that refuses them).
+std::atomic<int> g_at_calls{0};
+
+bool refused_call(int errnum) {
+  return errnum == ENOSYS || errnum == EPERM;
 }
 
-ssize_t get_value(NodeRef node, const std::string& path, const char* name, void* buffer, size_t size) {
-  return node.fd >= 0 ? ::fgetxattr(node.fd, name, buffer, size) : ::lgetxattr(path.c_str(), name, buffer, size);
+bool at_calls() noexcept {
+  int known = g_at_calls.load(std::memory_order_relaxed);
+  if (known == 0) {
+    const long rc = ::syscall(k_sys_listxattrat, AT_FDCWD, "/", AT_SYMLINK_NOFOLLOW, nullptr, size_t{0});
+    known = rc >= 0 || !refused_call(errno) ? 1 : -1;
+    g_at_calls.store(known, std::memory_order_relaxed);
+  }
+  return known > 0;
+}
+
+/// An *xattrat call that was refused although the probe passed (a filter
+/// installed since): use the /proc paths from now on.
+bool fell_back(ssize_t rc) {
+  if (rc >= 0 || !refused_call(errno)) {
+    return false;
+  }
+  g_at_calls.store(-1, std::memory_order_relaxed);
+  return true;
+}
+
+/// `path` is the /proc path of a node without fd, made only when the *xattrat calls are not used.
+ssize_t list_names(NodeRef node, std::string& path, char* buffer, size_t size) {
+  if (node.fd >= 0) {
+    return ::flistxattr(node.fd, buffer, size);
+  }
+  if (path.empty() && at_calls()) {
+    const auto rc =
+        static_cast<ssize_t>(::syscall(k_sys_listxattrat, node.dirfd, node.name, AT_SYMLINK_NOFOLLOW, buffer, size));
+    if (!fell_back(rc)) {
+      return rc;
+    }
+  }
+  if (path.empty()) {
+    path = proc_path(node);
+  }
+  return ::llistxattr(path.c_str(), buffer, size);
+}
+
+ssize_t get_value(NodeRef node, std::string& path, const char* name, void* buffer, size_t size) {
+  if (node.fd >= 0) {
+    return ::fgetxattr(node.fd, name, buffer, size);
+  }
+  if (path.empty() && at_calls()) {
+    XattrArgs args{reinterpret_cast<uintptr_t>(buffer), static_cast<uint32_t>(size), 0};
+    const auto rc = static_cast<ssize_t>(
+        ::syscall(k_sys_getxattrat, node.dirfd, node.name, AT_SYMLINK_NOFOLLOW, name, &args, sizeof args));
+    if (!fell_back(rc)) {
+      return rc;
+    }
+  }
+  if (path.empty()) {
+    path = proc_path(node);
+  }
+  return ::lgetxattr(path.c_str(), name, buffer, size);
 }
 
 /// The NUL-separated names, or an empty string when there are none.
-Expected<std::string> read_names(NodeRef node, const std::string& path, std::string_view display) {
+Expected<std::string> read_names(NodeRef node, std::string& path, std::string_view display) {
   // Almost every file has no xattrs or a few short ones: try a stack buffer before asking for the size.
   std::array<char, 1024> small{};
   ssize_t n = list_names(node, path, small.data(), small.size());
@@ -66,7 +136,7 @@ Expected<std::string> read_names(NodeRef node, const std::string& path, std::str
 }
 
 /// The value, or nullopt-like false in `present` when the name went away meanwhile.
-Expected<std::string> read_value(NodeRef node, const std::string& path, const char* name, std::string_view display,
+Expected<std::string> read_value(NodeRef node, std::string& path, const char* name, std::string_view display,
                                  bool& present) {
   present = true;
   std::array<char, 256> small{};
@@ -170,8 +240,12 @@ bool same_xattrs(const Xattrs& payload, const Xattrs& existing) {
   return payload == without_label;
 }
 
+bool xattrs_readable_by_name() noexcept {
+  return at_calls();
+}
+
 Expected<Xattrs> read_xattrs(NodeRef node, std::string_view display) {
-  const std::string path = node.fd >= 0 ? std::string() : proc_path(node);
+  std::string path;  // made by the first call that needs it
   auto names = read_names(node, path, display);
   if (!names) {
     return names.error();

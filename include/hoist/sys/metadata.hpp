@@ -51,14 +51,21 @@ inline constexpr std::string_view k_selinux_xattr = "security.selinux";
 [[nodiscard]] bool same_xattrs(const Xattrs& payload, const Xattrs& existing);
 
 /// A directory entry, addressed by its parent directory and name, and possibly
-/// also open as `fd` (then fd-based calls are used, which are cheaper). Entries
-/// that cannot be opened safely (symlinks, fifos, devices) are reached through
-/// `/proc/self/fd/<dirfd>/<name>` with the l*xattr calls, which never follow the name.
+/// also open as `fd` (then fd-based calls are used). Without an fd, xattrs are
+/// read with getxattrat(2) and listxattrat(2) where the kernel has them (Linux
+/// 6.13), else through `/proc/self/fd/<dirfd>/<name>` with the l*xattr calls;
+/// neither ever follows the name.
 struct NodeRef {
   int dirfd = -1;
   const char* name = nullptr;
   int fd = -1;
 };
+
+/// Whether read_xattrs() reads an entry given by directory and name as cheaply
+/// as an open one: the *xattrat calls work (one system call per list or value).
+/// Without them, it goes through /proc, which costs about as much as opening
+/// the entry. Probed once; a seccomp filter that refuses them counts as no.
+[[nodiscard]] bool xattrs_readable_by_name() noexcept;
 
 /// Reads all xattrs of `node`, sorted. A filesystem without xattrs gives none.
 /// `display` is the path named in errors.
