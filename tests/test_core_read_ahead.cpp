@@ -1,11 +1,14 @@
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hoist/sys/directory.hpp"
@@ -33,13 +36,45 @@ std::vector<DirEntry> sorted_entries(int dirfd) {
   return entries;
 }
 
-std::vector<std::string> names_started(const ReadAhead& ahead, const std::vector<DirEntry>& entries) {
+std::vector<std::string> names_in_flight(const ReadAhead& ahead, const std::vector<DirEntry>& entries) {
   std::vector<std::string> names;
-  for (size_t index : ahead.started()) {
+  for (size_t index : ahead.in_flight()) {
     names.push_back(entries[index].name);
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+size_t index_of(const std::vector<DirEntry>& entries, const std::string& name) {
+  const auto it = std::find_if(entries.begin(), entries.end(), [&](const DirEntry& e) { return e.name == name; });
+  REQUIRE(it != entries.end());
+  return static_cast<size_t>(it - entries.begin());
+}
+
+/// How many of the pages of `path` are in the page cache (mincore).
+size_t resident_pages(const std::filesystem::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(fd);
+  struct stat st {};
+  REQUIRE(::fstat(fd.get(), &st) == 0);
+  const auto size = static_cast<size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  REQUIRE(map != MAP_FAILED);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> vec((size + page - 1) / page);
+  REQUIRE(::mincore(map, size, vec.data()) == 0);
+  ::munmap(map, size);
+  return static_cast<size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return (v & 1U) != 0; }));
+}
+
+/// Writes `path` durably and drops it from the page cache; false when the filesystem keeps it (tmpfs).
+bool evicted_file(const std::filesystem::path& path, size_t size) {
+  write_text(path, std::string(size, 'x'));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(fd);
+  REQUIRE(::fsync(fd.get()) == 0);
+  REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) == 0);
+  return resident_pages(path) == 0;
 }
 
 void sparse_file(const std::filesystem::path& path, off_t size) {
@@ -95,20 +130,87 @@ TEST_CASE("ReadAhead starts reads of the regular files a copy will read, and of 
   SECTION("against the old tree") {
     ReadAhead ahead(source.get(), skip.get(), entries, true);
     ahead.before(0);
-    CHECK(names_started(ahead, entries) == std::vector<std::string>{"changed", "new-file"});
+    CHECK(names_in_flight(ahead, entries) == std::vector<std::string>{"changed", "new-file"});
+    // The lstats it took are handed to the walk: the source's, and whether the old tree has the name.
+    const ReadAhead::Seen* unchanged = ahead.seen(index_of(entries, "unchanged"));
+    REQUIRE(unchanged != nullptr);
+    CHECK(unchanged->source.st_ino == entries[index_of(entries, "unchanged")].inode);
+    CHECK(unchanged->skip == ReadAhead::Seen::Skip::present);
+    struct stat old_stat {};
+    REQUIRE(::stat((old / "unchanged").c_str(), &old_stat) == 0);
+    CHECK(unchanged->skip_st.st_ino == old_stat.st_ino);
+    const ReadAhead::Seen* added = ahead.seen(index_of(entries, "new-file"));
+    REQUIRE(added != nullptr);
+    CHECK(added->skip == ReadAhead::Seen::Skip::absent);
+    CHECK(added->source.st_size == 4);
+    // Not regular by their directory entries: not looked at, the walk takes their lstat itself.
+    CHECK(ahead.seen(index_of(entries, "subdir")) == nullptr);
+    CHECK(ahead.seen(index_of(entries, "link")) == nullptr);
+    CHECK(ahead.seen(index_of(entries, "fifo")) == nullptr);
+    // Once the walk has passed an entry, its lstats are gone.
+    ahead.before(entries.size());
+    CHECK(ahead.seen(index_of(entries, "unchanged")) == nullptr);
+    CHECK(ahead.in_flight().empty());
   }
   SECTION("without one, every non-empty regular file") {
     ReadAhead ahead(source.get(), -1, entries, true);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      ahead.before(i);
-    }
-    CHECK(names_started(ahead, entries) == std::vector<std::string>{"changed", "new-file", "unchanged"});
+    ahead.before(0);
+    CHECK(names_in_flight(ahead, entries) == std::vector<std::string>{"changed", "new-file", "unchanged"});
+    const ReadAhead::Seen* unchanged = ahead.seen(index_of(entries, "unchanged"));
+    REQUIRE(unchanged != nullptr);
+    CHECK(unchanged->skip == ReadAhead::Seen::Skip::unknown);
   }
   SECTION("disabled (a dry run), nothing") {
     ReadAhead ahead(source.get(), -1, entries, false);
     ahead.before(0);
-    CHECK(ahead.started().empty());
+    CHECK(ahead.in_flight().empty());
+    CHECK(ahead.seen(index_of(entries, "new-file")) == nullptr);
   }
+}
+
+TEST_CASE("ReadAhead brings the files into the page cache before the walk reads them", "[transfer]") {
+  ScopedTempDir tmp;
+  const auto src = tmp / "src";
+  const auto old = tmp / "old";
+  std::filesystem::create_directories(old);
+  constexpr size_t k_size = 64 << 10;
+  for (int i = 0; i < 6; ++i) {
+    if (!evicted_file(src / ("f" + std::to_string(i)), k_size)) {
+      WARN("skipped: the filesystem of " << tmp.path().string()
+                                         << " keeps file pages in memory (tmpfs?), so there is nothing to read ahead");
+      return;
+    }
+  }
+  // The quick check will find f5 unchanged: it is not read.
+  write_text(old / "f5", std::string(k_size, 'x'));
+  struct stat st {};
+  REQUIRE(::stat((src / "f5").c_str(), &st) == 0);
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  REQUIRE(::utimensat(AT_FDCWD, (old / "f5").c_str(), times, 0) == 0);
+
+  const Fd source = open_dir(src);
+  const Fd skip = open_dir(old);
+  const std::vector<DirEntry> entries = sorted_entries(source.get());
+  ReadAhead ahead(source.get(), skip.get(), entries, true);
+  ahead.before(0);
+  const size_t pages = k_size / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  // The reads run in the background: wait for them (bounded), then look.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto all_read = [&] {
+    for (int i = 0; i < 5; ++i) {
+      if (resident_pages(src / ("f" + std::to_string(i))) < pages) {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (!all_read() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int i = 0; i < 5; ++i) {
+    CHECK(resident_pages(src / ("f" + std::to_string(i))) == pages);
+  }
+  CHECK(resident_pages(src / "f5") == 0);
 }
 
 TEST_CASE("ReadAhead stays within its window of files and bytes", "[transfer]") {
@@ -121,19 +223,22 @@ TEST_CASE("ReadAhead stays within its window of files and bytes", "[transfer]") 
   const std::vector<DirEntry> entries = sorted_entries(source.get());
   ReadAhead ahead(source.get(), -1, entries, true);
   constexpr size_t k_fit = ReadAhead::k_bytes / ReadAhead::k_per_file;
+  auto range = [](size_t first, size_t end) {
+    std::vector<size_t> indexes;
+    for (size_t i = first; i < end; ++i) {
+      indexes.push_back(i);
+    }
+    return indexes;
+  };
   ahead.before(0);
-  CHECK(ahead.started().size() == k_fit);
+  CHECK(ahead.in_flight() == range(0, k_fit));
   ahead.before(1);  // entry 0 is handled: room for one more
-  CHECK(ahead.started().size() == k_fit + 1);
+  CHECK(ahead.in_flight() == range(1, k_fit + 1));
   ahead.before(1);
-  CHECK(ahead.started().size() == k_fit + 1);
+  CHECK(ahead.in_flight() == range(1, k_fit + 1));
   for (size_t i = 2; i < k_big; ++i) {
     ahead.before(i);
-  }
-  CHECK(ahead.started().size() == k_big);
-  // Indexes are started once each, in order.
-  for (size_t i = 0; i < ahead.started().size(); ++i) {
-    CHECK(ahead.started()[i] == i);
+    CHECK(ahead.in_flight() == range(i, std::min(i + k_fit, k_big)));
   }
 
   ScopedTempDir small;
@@ -144,12 +249,13 @@ TEST_CASE("ReadAhead stays within its window of files and bytes", "[transfer]") 
   const std::vector<DirEntry> small_entries = sorted_entries(small_dir.get());
   ReadAhead files(small_dir.get(), -1, small_entries, true);
   files.before(0);
-  CHECK(files.started().size() == ReadAhead::k_files);
+  CHECK(files.in_flight() == range(0, ReadAhead::k_files));
   files.before(10);
-  CHECK(files.started().size() == ReadAhead::k_files + 10);
+  CHECK(files.in_flight() == range(10, 10 + ReadAhead::k_files));
   // Entries the walk has passed are not read ahead any more.
   ReadAhead late(small_dir.get(), -1, small_entries, true);
   late.before(90);
-  CHECK(late.started().size() == 10);
-  CHECK(late.started().front() == 90);
+  CHECK(late.in_flight() == range(90, 100));
+  CHECK(late.seen(89) == nullptr);
+  CHECK(late.seen(90) != nullptr);
 }

@@ -192,24 +192,23 @@ class ArchiveStager {
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(compare_dir, name, path);
     }
-    Fd compare_fd;
     // The first name of a cpio hard link has no data (the last one brings it): never link it from link_dest.
     const bool data_comes_later = nlink > 1 && meta.size == 0;
-    if (existing.present && S_ISREG(existing.st.st_mode) && !data_comes_later &&
-        same_attributes(meta, NodeMeta::from_stat(existing.st))) {
-      compare_fd.reset(::openat(compare_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-      if (!compare_fd) {
-        throw Failure(system_message("open " + in_quotes(compare_display(path)), errno));
-      }
-      if (!same_xattrs(xattrs, checked(read_xattrs(NodeRef{compare_dir, name.c_str(), compare_fd.get()},
-                                                   compare_display(path))))) {
-        compare_fd.reset();
-      }
-    }
     ArchiveReader::Block pending;
     uint64_t equal_prefix = 0;
-    if (compare_fd) {
-      if (m_options.compare == Compare::quick || compare_stream(compare_fd.get(), meta.size, pending, equal_prefix)) {
+    Fd compare_fd;  // the old file, when its equal start is copied from it
+    if (existing.present && S_ISREG(existing.st.st_mode) && !data_comes_later &&
+        same_attributes(meta, NodeMeta::from_stat(existing.st))) {
+      // Opened for its content, or for its xattrs where reading them by name costs more.
+      if (m_options.compare == Compare::checksum || !xattrs_readable_by_name()) {
+        compare_fd.reset(::openat(compare_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+        if (!compare_fd) {
+          throw Failure(system_message("open " + in_quotes(compare_display(path)), errno));
+        }
+      }
+      if (same_xattrs(xattrs, checked(read_xattrs(NodeRef{compare_dir, name.c_str(), compare_fd.get()},
+                                                  compare_display(path)))) &&
+          (m_options.compare == Compare::quick || compare_stream(compare_fd.get(), meta.size, pending, equal_prefix))) {
         outcome = Outcome::unchanged;
       }
     }

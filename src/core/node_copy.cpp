@@ -5,12 +5,17 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
 #include "hoist/sys/directory.hpp"
 #include "hoist/util/error.hpp"
+#include "read_ahead.hpp"
 #include "transfer_support.hpp"
 
 namespace hoist::transfer {
@@ -35,7 +40,12 @@ SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::
   node.dev = st.st_dev;
   switch (node.meta.type()) {
     case S_IFREG:
-      node.fd = open_existing(dirfd, name, S_IFREG, display);
+      // Opened now only when its xattrs are cheaper to read open; else when its data is read.
+      node.dirfd = dirfd;
+      node.name = name;
+      if (!xattrs_readable_by_name()) {
+        open_source(node, display);
+      }
       node.xattrs = checked(read_xattrs(NodeRef{dirfd, name, node.fd.get()}, display));
       break;
     case S_IFLNK:
@@ -50,6 +60,13 @@ SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::
     default: node.xattrs = checked(read_xattrs(NodeRef{dirfd, name}, display)); break;
   }
   return node;
+}
+
+int open_source(SourceNode& node, std::string_view display) {
+  if (!node.fd) {
+    node.fd = open_existing(node.dirfd, node.name, S_IFREG, display);
+  }
+  return node.fd.get();
 }
 
 ExistingNode stat_existing(int dirfd, const char* name, std::string_view display) {
@@ -67,8 +84,15 @@ ExistingNode stat_existing(int dirfd, const char* name, std::string_view display
   return existing;
 }
 
-Outcome compare_node(const SourceNode& source, const ExistingNode& existing, int dirfd, const char* name,
-                     Compare compare, std::string_view source_display, std::string_view display) {
+std::optional<ExistingNode> existing_seen(const ReadAhead::Seen* seen) {
+  if (seen == nullptr || seen->skip == ReadAhead::Seen::Skip::unknown) {
+    return std::nullopt;
+  }
+  return ExistingNode{seen->skip == ReadAhead::Seen::Skip::present, seen->skip_st};
+}
+
+Outcome compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, const char* name, Compare compare,
+                     std::string_view source_display, std::string_view display) {
   if (!existing.present) {
     return Outcome::added;
   }
@@ -79,15 +103,17 @@ Outcome compare_node(const SourceNode& source, const ExistingNode& existing, int
   if (type == S_IFLNK && checked(read_symlink(dirfd, name, display)) != source.symlink) {
     return Outcome::changed;
   }
+  // Opened for its xattrs where reading them by name costs more, and for its content.
   Fd fd;
-  if (type == S_IFREG || type == S_IFDIR) {
+  const bool reads_content = type == S_IFREG && compare == Compare::checksum;
+  if (reads_content || ((type == S_IFREG || type == S_IFDIR) && !xattrs_readable_by_name())) {
     fd = open_existing(dirfd, name, type, display);
   }
   if (!same_xattrs(source.xattrs, checked(read_xattrs(NodeRef{dirfd, name, fd.get()}, display)))) {
     return Outcome::changed;
   }
   if (type == S_IFREG && compare == Compare::checksum &&
-      !checked(same_content(source.fd.get(), fd.get(), source_display, display))) {
+      !checked(same_content(open_source(source, source_display), fd.get(), source_display, display))) {
     return Outcome::changed;
   }
   return Outcome::unchanged;
@@ -109,8 +135,8 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& c
         throw Failure(system_message("create " + in_quotes(target_display), errno));
       }
       // Offsets stay at 0 for the copy: comparisons read with pread.
-      written = checked(copier.copy(source.fd.get(), source.dev, fd.get(), target.dev, source.meta.size, source_display,
-                                    target_display, progress));
+      written = checked(copier.copy(open_source(source, source_display), source.dev, fd.get(), target.dev,
+                                    source.meta.size, source_display, target_display, progress));
       break;
     case S_IFLNK:
       if (::symlinkat(source.symlink.c_str(), target.dirfd, target.name) != 0) {
@@ -156,30 +182,59 @@ void count_tree(int dirfd, const char* name, uint64_t& files, uint64_t& bytes, s
 
 namespace {
 
-void add_tree_bytes(int dir, const std::string& display, std::set<std::pair<dev_t, ino_t>>& linked, uint64_t& bytes) {
-  for (const DirEntry& entry : checked(read_directory(dir, display))) {
-    const std::string path = join_path(display, entry.name);
-    struct stat st {};
-    if (::fstatat(dir, entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      throw Failure(system_message("stat " + in_quotes(path), errno));
-    }
-    if (S_ISDIR(st.st_mode)) {
-      const Fd child = checked(open_directory(dir, entry.name.c_str(), path));
-      add_tree_bytes(child.get(), path, linked, bytes);
-    } else if (S_ISREG(st.st_mode) && (st.st_nlink == 1 || linked.emplace(st.st_dev, st.st_ino).second)) {
-      bytes += static_cast<uint64_t>(st.st_size);
-    }
+/// tree_bytes() as tasks of a WorkPool, one per directory: on a cold cache,
+/// several threads wait on the disk's inode reads at once.
+class TreeBytes {
+ public:
+  explicit TreeBytes(WorkPool& pool) : m_pool(pool) {}
+
+  uint64_t total(int dir, std::string_view display) {
+    auto root = std::make_shared<Fd>(checked(reopen_directory(dir, display)));
+    m_pool.submit([this, root, path = std::string(display)]() { walk(*root, path); });
+    m_pool.run({}, std::chrono::milliseconds(0));
+    return m_bytes.load(std::memory_order_relaxed);
   }
-}
+
+ private:
+  void walk(const Fd& dir, const std::string& display) {
+    auto entries = checked(read_directory(dir.get(), display));
+    sort_by_inode(entries);
+    uint64_t bytes = 0;
+    for (const DirEntry& entry : entries) {
+      if (m_pool.cancelled()) {
+        return;
+      }
+      struct stat st {};
+      if (::fstatat(dir.get(), entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        throw Failure(system_message("stat " + in_quotes(join_path(display, entry.name)), errno));
+      }
+      if (S_ISDIR(st.st_mode)) {
+        std::string path = join_path(display, entry.name);
+        auto child = std::make_shared<Fd>(checked(open_directory(dir.get(), entry.name.c_str(), path)));
+        m_pool.submit([this, child, path = std::move(path)]() { walk(*child, path); });
+      } else if (S_ISREG(st.st_mode) && (st.st_nlink == 1 || first_name(st))) {
+        bytes += static_cast<uint64_t>(st.st_size);
+      }
+    }
+    m_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
+  /// Hard-linked data counts once, as the transfer counts it.
+  bool first_name(const struct stat& st) {
+    std::lock_guard lock(m_mutex);
+    return m_linked.emplace(st.st_dev, st.st_ino).second;
+  }
+
+  WorkPool& m_pool;
+  std::atomic<uint64_t> m_bytes{0};
+  std::mutex m_mutex;
+  std::set<std::pair<dev_t, ino_t>> m_linked;
+};
 
 }  // namespace
 
-uint64_t tree_bytes(int dir, std::string_view display) {
-  // Hard-linked data counts once, as the transfer counts it.
-  std::set<std::pair<dev_t, ino_t>> linked;
-  uint64_t bytes = 0;
-  add_tree_bytes(dir, std::string(display), linked, bytes);
-  return bytes;
+uint64_t tree_bytes(int dir, std::string_view display, WorkPool& pool) {
+  return TreeBytes(pool).total(dir, display);
 }
 
 }  // namespace hoist::transfer

@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,8 @@
 #include "hoist/sys/file_copy.hpp"
 #include "hoist/sys/metadata.hpp"
 #include "hoist/util/fd.hpp"
+#include "hoist/util/work_pool.hpp"
+#include "read_ahead.hpp"
 #include "transfer_counters.hpp"
 
 namespace hoist::transfer {
@@ -21,13 +24,20 @@ struct SourceNode {
   NodeMeta meta;
   Xattrs xattrs;
   dev_t dev = 0;        ///< the payload filesystem, for FileCopier
-  Fd fd;                ///< regular files: open for reading
+  Fd fd;                ///< regular files: open for reading, once open_source() opened it
   std::string symlink;  ///< symlinks: the target
+  int dirfd = -1;       ///< regular files: where open_source() opens it (non-owning)
+  const char* name = nullptr;
 };
 
 /// Reads entry `name` of the payload directory `dirfd`; `st` is its lstat.
-/// Throws Failure naming `display`.
+/// A regular file is not opened unless reading its xattrs needs it (an
+/// unchanged file's data is never read): open_source() opens it. `dirfd` and
+/// `name` must outlive the node. Throws Failure naming `display`.
 SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::string_view display);
+
+/// The regular file `node` open for reading (opened on the first call).
+int open_source(SourceNode& node, std::string_view display);
 
 /// The existing entry `name` in `dirfd` (-1: there is none), as far as a comparison needs it.
 struct ExistingNode {
@@ -38,11 +48,14 @@ struct ExistingNode {
 /// lstat of `name` in `dirfd`; absent when `dirfd` is -1 or the name does not exist.
 ExistingNode stat_existing(int dirfd, const char* name, std::string_view display);
 
+/// The entry of ReadAhead's skip directory as it saw it; nullopt when it did not look.
+std::optional<ExistingNode> existing_seen(const ReadAhead::Seen* seen);
+
 /// Whether `existing` (entry `name` of `dirfd`) already is `source`: same type,
 /// quick-check attributes and xattrs, the same target for symlinks, and with
 /// Compare::checksum the same content. Directories compare by metadata only.
-Outcome compare_node(const SourceNode& source, const ExistingNode& existing, int dirfd, const char* name,
-                     Compare compare, std::string_view source_display, std::string_view display);
+Outcome compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, const char* name, Compare compare,
+                     std::string_view source_display, std::string_view display);
 
 /// Who owns an inode that write_node() creates.
 enum class NewOwner {
@@ -72,7 +85,8 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& c
 /// directory, of everything under it: what removing it removes.
 void count_tree(int dirfd, const char* name, uint64_t& files, uint64_t& bytes, std::string_view display);
 
-/// The regular-file bytes under the open directory `dir`, each inode once: TransferStats::bytes_total.
-uint64_t tree_bytes(int dir, std::string_view display);
+/// The regular-file bytes under the open directory `dir`, each inode once:
+/// TransferStats::bytes_total. Walks with the threads of `pool`, which must be idle.
+uint64_t tree_bytes(int dir, std::string_view display, WorkPool& pool);
 
 }  // namespace hoist::transfer

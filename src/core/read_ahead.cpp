@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,39 +18,63 @@ void ReadAhead::before(size_t index) {
   if (!m_enabled) {
     return;
   }
-  while (!m_ahead.empty() && m_ahead.front().first < index) {
-    m_bytes -= m_ahead.front().second;
-    m_ahead.pop_front();
+  while (!m_slots.empty() && m_slots.front().index < index) {
+    m_bytes -= m_slots.front().bytes;
+    m_slots.pop_front();
   }
   m_next = std::max(m_next, index);
   while (m_next < m_entries.size() && m_next < index + k_files && m_bytes < k_bytes) {
-    const uint64_t bytes = start(m_next);
-    if (bytes > 0) {
-      m_ahead.emplace_back(m_next, bytes);
-      m_bytes += bytes;
-      m_started.push_back(m_next);
-    }
-    ++m_next;
+    Slot& slot = m_slots.emplace_back();
+    slot.index = m_next++;
+    look(slot);
+    m_bytes += slot.bytes;
   }
 }
 
-uint64_t ReadAhead::start(size_t index) {
-  const DirEntry& entry = m_entries[index];
+const ReadAhead::Seen* ReadAhead::seen(size_t index) const {
+  if (m_slots.empty() || index < m_slots.front().index || index >= m_next) {
+    return nullptr;
+  }
+  const Slot& slot = m_slots[index - m_slots.front().index];
+  return slot.statted ? &slot.seen : nullptr;
+}
+
+std::vector<size_t> ReadAhead::in_flight() const {
+  std::vector<size_t> indexes;
+  for (const Slot& slot : m_slots) {
+    if (slot.bytes > 0) {
+      indexes.push_back(slot.index);
+    }
+  }
+  return indexes;
+}
+
+void ReadAhead::look(Slot& slot) const {
+  const DirEntry& entry = m_entries[slot.index];
   if (entry.type != DT_REG && entry.type != DT_UNKNOWN) {
-    return 0;
+    return;
   }
   const char* name = entry.name.c_str();
-  struct stat st {};
-  if (::fstatat(m_source, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-    return 0;
+  Seen& seen = slot.seen;
+  if (::fstatat(m_source, name, &seen.source, AT_SYMLINK_NOFOLLOW) != 0) {
+    return;
   }
+  slot.statted = true;
   if (m_skip >= 0) {
-    struct stat old {};
-    if (::fstatat(m_skip, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode) &&
-        old.st_size == st.st_size && old.st_mtim.tv_sec == st.st_mtim.tv_sec &&
-        old.st_mtim.tv_nsec == st.st_mtim.tv_nsec) {
-      return 0;
+    if (::fstatat(m_skip, name, &seen.skip_st, AT_SYMLINK_NOFOLLOW) == 0) {
+      seen.skip = Seen::Skip::present;
+    } else if (errno == ENOENT) {
+      seen.skip = Seen::Skip::absent;
     }
+  }
+  const struct stat& st = seen.source;
+  if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
+    return;
+  }
+  const struct stat& old = seen.skip_st;
+  if (seen.skip == Seen::Skip::present && S_ISREG(old.st_mode) && old.st_size == st.st_size &&
+      old.st_mtim.tv_sec == st.st_mtim.tv_sec && old.st_mtim.tv_nsec == st.st_mtim.tv_nsec) {
+    return;
   }
   // O_NONBLOCK: should the entry turn into a fifo after the stat, the open does not wait for a writer.
   constexpr int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
@@ -60,18 +83,20 @@ uint64_t ReadAhead::start(size_t index) {
     fd.reset(::openat(m_source, name, flags));  // O_NOATIME needs the file's owner or CAP_FOWNER
   }
   if (!fd) {
-    return 0;
+    return;
   }
   const uint64_t bytes = std::min(static_cast<uint64_t>(st.st_size), k_per_file);
-  if (::posix_fadvise(fd.get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED) != 0) {
-    return 0;
+  if (::posix_fadvise(fd.get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED) == 0) {
+    slot.bytes = bytes;
   }
-  return bytes;
+}
+
+bool reads_payload_data(bool dry_run, FileCopier& copier, dev_t source, dev_t dest) {
+  return !dry_run && copier.method_for(source, dest) != CopyMethod::clone;
 }
 
 void sort_by_inode(std::vector<DirEntry>& entries) {
-  std::sort(entries.begin(), entries.end(),
-            [](const DirEntry& a, const DirEntry& b) { return a.inode < b.inode; });
+  std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) { return a.inode < b.inode; });
 }
 
 }  // namespace hoist::transfer

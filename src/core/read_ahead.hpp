@@ -8,17 +8,19 @@
 // reading the next files (posix_fadvise WILLNEED returns at once), so that the
 // disk has several reads in flight while the thread copies the current file.
 // It is advice only: a file it cannot open or stat is left to the copy, which
-// reports the error.
+// reports the error. The lstats it takes to choose are handed to the walk,
+// which then does not take them again.
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <utility>
 #include <vector>
 
 #include "hoist/sys/directory.hpp"
+#include "hoist/sys/file_copy.hpp"
 
 namespace hoist::transfer {
 
@@ -30,31 +32,55 @@ class ReadAhead {
   /// Of a big file only the start is read ahead; the copy's own reads stream the rest.
   static constexpr uint64_t k_per_file = uint64_t{1} << 20U;
 
+  /// What ReadAhead found of an entry: its lstat in the source directory and,
+  /// when there is a skip directory, whether that has the name and its lstat.
+  struct Seen {
+    enum class Skip { unknown, absent, present };
+    struct stat source {};
+    Skip skip = Skip::unknown;  ///< unknown: no skip directory, or its lstat failed otherwise than ENOENT
+    struct stat skip_st {};
+  };
+
   /// `entries` are the names of `source_dir` in the order the walk takes them.
   /// A regular file that `skip_dir` (-1: none) holds with the same size and
   /// mtime is not read ahead: the quick check will not read it. Disabled, it
-  /// does nothing (dry runs).
+  /// does nothing (dry runs, and copies that clone instead of reading).
   ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, bool enabled);
 
   /// Call before the walk handles entries[index]: starts the reads of the next files.
   void before(size_t index);
 
-  /// The indexes of the entries whose reads were started, in order (for tests).
-  [[nodiscard]] const std::vector<size_t>& started() const { return m_started; }
+  /// The lstats taken of entries[index], valid until the next before(); nullptr
+  /// when none were (not a regular file by its d_type, or disabled).
+  [[nodiscard]] const Seen* seen(size_t index) const;
+
+  /// The indexes whose reads are started and not yet handled by the walk, in order.
+  [[nodiscard]] std::vector<size_t> in_flight() const;
 
  private:
-  /// The bytes it started reading of entries[index] (0 when it skipped it).
-  uint64_t start(size_t index);
+  struct Slot {
+    size_t index = 0;
+    uint64_t bytes = 0;  ///< started reading (0: skipped)
+    bool statted = false;
+    Seen seen;
+  };
+
+  /// Looks at entries[slot.index]: takes its lstats and starts its read when the copy will read it.
+  void look(Slot& slot) const;
 
   int m_source;
   int m_skip;
   const std::vector<DirEntry>& m_entries;
   bool m_enabled;
   size_t m_next = 0;
-  uint64_t m_bytes = 0;                           ///< read ahead of the walk and not handled yet
-  std::deque<std::pair<size_t, uint64_t>> m_ahead;  ///< (index, bytes) started and not handled yet
-  std::vector<size_t> m_started;
+  uint64_t m_bytes = 0;      ///< read ahead of the walk and not handled yet
+  std::deque<Slot> m_slots;  ///< entries [m_slots.front().index, m_next), each looked at
 };
+
+/// Whether a walk that copies from filesystem `source` to `dest` reads the
+/// payload's data, which is when reading ahead pays: not in a dry run, and not
+/// when the copies are clones.
+[[nodiscard]] bool reads_payload_data(bool dry_run, FileCopier& copier, dev_t source, dev_t dest);
 
 /// Sorts directory entries by inode number: on a cold cache, the walk then
 /// reads inode tables (and, for files written in order, their data) in disk

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_set>
@@ -100,7 +101,7 @@ class DirectoryStager {
                                checked(read_xattrs(NodeRef{-1, nullptr, root->source.get()}, payload_display("")))});
     if (m_options.on_progress) {
       // A progress bar needs the total: one walk of the payload's inodes, which the copy then finds cached.
-      m_counters.set_total(tree_bytes(root->source.get(), m_payload.path().string()));
+      m_counters.set_total(tree_bytes(root->source.get(), m_payload.path().string(), m_pool));
     }
     m_pool.submit([this, root]() mutable { stage_entries(std::move(root)); });
     m_pool.run([this]() { m_counters.poll(); }, Counters::k_interval);
@@ -122,9 +123,6 @@ class DirectoryStager {
     std::string name;
     struct stat st;
   };
-
-  /// Whether copies read the payload's data (not a dry run, and no clones between the two filesystems).
-  [[nodiscard]] bool reads_data() { return !m_dry && m_copier.method_for(m_source_dev, m_staging_dev) != CopyMethod::clone; }
 
   [[nodiscard]] std::string payload_display(std::string_view relpath) const {
     return relpath.empty() ? m_payload.path().string() : m_payload.path().string() + "/" + std::string(relpath);
@@ -190,15 +188,18 @@ class DirectoryStager {
     const DirFds fds = node->fds();
     auto entries = checked(read_directory(fds.source, payload_display(fds.relpath)));
     sort_by_inode(entries);
-    ReadAhead ahead(fds.source, fds.compare, entries, reads_data());
+    ReadAhead ahead(fds.source, fds.compare, entries, reads_payload_data(m_dry, m_copier, m_source_dev, m_staging_dev));
     for (size_t i = 0; i < entries.size(); ++i) {
       if (m_pool.cancelled()) {
         return;
       }
       ahead.before(i);
       const std::string& name = entries[i].name;
+      const ReadAhead::Seen* seen = ahead.seen(i);
       struct stat st {};
-      if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (seen != nullptr) {
+        st = seen->source;
+      } else if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         throw Failure(system_message("stat " + in_quotes(payload_display(join_path(fds.relpath, name))), errno));
       }
       if (S_ISDIR(st.st_mode)) {
@@ -212,9 +213,10 @@ class DirectoryStager {
         std::lock_guard lock(m_mutex);
         m_links.push_back(LinkMember{std::string(fds.relpath), name, st});
       } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
-        m_pool.submit([this, node, name, st]() { stage_entry(node->fds(), name, st); });
+        m_pool.submit(
+            [this, node, name, st, existing = existing_seen(seen)]() { stage_entry(node->fds(), name, st, existing); });
       } else {
-        stage_entry(fds, name, st);
+        stage_entry(fds, name, st, existing_seen(seen));
       }
       m_counters.poll();
     }
@@ -223,12 +225,14 @@ class DirectoryStager {
     }
   }
 
-  /// Stages one entry that is not a directory; returns how it compares.
-  Outcome stage_entry(const DirFds& fds, const std::string& name, const struct stat& st) {
+  /// Stages one entry that is not a directory; returns how it compares. `seen`
+  /// is link_dest's entry when the walk already knows it.
+  Outcome stage_entry(const DirFds& fds, const std::string& name, const struct stat& st,
+                      const std::optional<ExistingNode>& seen = std::nullopt) {
     const std::string relpath = join_path(fds.relpath, name);
     const std::string source_display = payload_display(relpath);
     SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
-    const ExistingNode existing = stat_existing(fds.compare, name.c_str(), compare_display(relpath));
+    const ExistingNode existing = seen ? *seen : stat_existing(fds.compare, name.c_str(), compare_display(relpath));
     const Outcome outcome = compare_node(source, existing, fds.compare, name.c_str(), m_options.compare, source_display,
                                          compare_display(relpath));
     if (existing.present && S_ISDIR(existing.st.st_mode)) {

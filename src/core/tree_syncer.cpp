@@ -122,7 +122,7 @@ class TreeSyncer {
     m_dirs.push_back(std::move(record));
     if (m_options.on_progress) {
       // A progress bar needs the total: one walk of the payload's inodes, which the copy then finds cached.
-      m_counters.set_total(tree_bytes(root->source.get(), m_payload.path().string()));
+      m_counters.set_total(tree_bytes(root->source.get(), m_payload.path().string(), m_pool));
     }
     m_pool.submit([this, root]() mutable { sync_entries(std::move(root)); });
     m_pool.run([this]() { m_counters.poll(); }, Counters::k_interval);
@@ -224,26 +224,32 @@ class TreeSyncer {
     if (fds.dest >= 0 && !fds.fresh) {
       find_extras(fds, names);
     }
-    ReadAhead ahead(fds.source, fds.fresh ? -1 : fds.dest, entries, reads_data());
+    ReadAhead ahead(fds.source, fds.fresh ? -1 : fds.dest, entries,
+                    reads_payload_data(m_dry, m_copier, m_source_dev, m_dest_dev));
     for (size_t i = 0; i < entries.size(); ++i) {
       if (m_pool.cancelled()) {
         return;
       }
       ahead.before(i);
       const std::string& name = entries[i].name;
+      const ReadAhead::Seen* seen = ahead.seen(i);
       struct stat st {};
-      if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (seen != nullptr) {
+        st = seen->source;
+      } else if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         throw Failure(system_message("stat " + in_quotes(payload_display(join_path(fds.relpath, name))), errno));
       }
+      // A directory this sync made is empty but for what the walk put there.
+      const std::optional<ExistingNode> existing = fds.fresh ? ExistingNode{} : existing_seen(seen);
       if (S_ISDIR(st.st_mode)) {
         prepare_directory(node, name);
       } else if (st.st_nlink > 1) {
         std::lock_guard lock(m_mutex);
         m_links.push_back(LinkMember{std::string(fds.relpath), name, st, fds.fresh});
       } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
-        m_pool.submit([this, node, name, st]() { sync_entry(node->fds(), name, st); });
+        m_pool.submit([this, node, name, st, existing]() { sync_entry(node->fds(), name, st, existing); });
       } else {
-        sync_entry(fds, name, st);
+        sync_entry(fds, name, st, existing);
       }
       m_counters.poll();
     }
@@ -317,15 +323,14 @@ class TreeSyncer {
     });
   }
 
-  /// Whether copies read the payload's data (not a dry run, and no clones between the two filesystems).
-  [[nodiscard]] bool reads_data() { return !m_dry && m_copier.method_for(m_source_dev, m_dest_dev) != CopyMethod::clone; }
-
-  /// One entry that is not a directory; returns how it compared.
-  Outcome sync_entry(const DirFds& fds, const std::string& name, const struct stat& st) {
+  /// One entry that is not a directory; returns how it compared. `seen` is the
+  /// destination's entry when the walk already knows it.
+  Outcome sync_entry(const DirFds& fds, const std::string& name, const struct stat& st,
+                     const std::optional<ExistingNode>& seen = std::nullopt) {
     const std::string relpath = join_path(fds.relpath, name);
     const std::string source_display = payload_display(relpath);
     SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
-    const ExistingNode existing = stat_existing(fds.dest, name.c_str(), dest_display(relpath));
+    const ExistingNode existing = seen ? *seen : stat_existing(fds.dest, name.c_str(), dest_display(relpath));
     const Outcome outcome = compare_node(source, existing, fds.dest, name.c_str(), m_options.compare, source_display,
                                          dest_display(relpath));
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
