@@ -19,8 +19,9 @@ constexpr int k_watch_grace_seconds = 30;
 
 using Kind = KubeError::Kind;
 
-std::string verb_target(const std::string& verb, const KubeResource& resource) {
-  return verb + " " + resource.display();
+/// "failed to <verb> <resource> on '<server>'": how every error of a request begins.
+std::string failed_to(const std::string& verb, const KubeResource& resource, const std::string& server) {
+  return "failed to " + verb + " " + resource.display() + " on '" + server + "'";
 }
 
 KubeError transport_error(const SysError& error, const std::string& doing) {
@@ -43,7 +44,7 @@ std::string status_message(const std::string& body, const std::string& reason) {
 
 KubeError http_error(int status, const std::string& message, const std::string& verb, const KubeResource& resource,
                      const std::string& server) {
-  const std::string what = verb_target(verb, resource) + " on '" + server + "'";
+  const std::string failed = failed_to(verb, resource, server);
   const std::string rbac =
       "RBAC must allow verb '" + verb + "' on resource '" + resource.plural + "'" +
       (resource.group.empty() ? std::string(" in the core API group") : " in API group '" + resource.group + "'") +
@@ -51,14 +52,14 @@ KubeError http_error(int status, const std::string& message, const std::string& 
   switch (status) {
     case 401:
       return {Kind::unauthorized, status,
-              "failed to " + what + ": 401 Unauthorized, the token was refused (re-read once): " + message};
-    case 403: return {Kind::forbidden, status, "failed to " + what + ": 403 Forbidden (" + rbac + "): " + message};
-    case 404: return {Kind::not_found, status, "failed to " + what + ": 404 Not Found: " + message};
-    case 410: return {Kind::gone, status, "failed to " + what + ": 410 Gone: " + message};
+              failed + ": 401 Unauthorized, the token was refused (re-read once): " + message};
+    case 403: return {Kind::forbidden, status, failed + ": 403 Forbidden (" + rbac + "): " + message};
+    case 404: return {Kind::not_found, status, failed + ": 404 Not Found: " + message};
+    case 410: return {Kind::gone, status, failed + ": 410 Gone: " + message};
     default: break;
   }
   const Kind kind = status == 429 || status >= 500 ? Kind::unreachable : Kind::rejected;
-  return {kind, status, "failed to " + what + ": HTTP " + std::to_string(status) + ": " + message};
+  return {kind, status, failed + ": HTTP " + std::to_string(status) + ": " + message};
 }
 
 std::string add_param(std::string target, const std::string& name, const std::string& value) {
@@ -132,7 +133,7 @@ KubeClient::KubeClient(KubeConfig config)
 KubeClient::Response KubeClient::request(const std::string& verb, const KubeResource& resource,
                                          const std::string& target, Deadline deadline,
                                          const Interrupt* interrupt) const {
-  const std::string doing = "failed to " + verb_target(verb, resource) + " on '" + m_config.server() + "'";
+  const std::string doing = failed_to(verb, resource, m_config.server());
   for (int attempt = 0;; ++attempt) {
     auto connection = HttpsConnection::open(m_tls, m_config.host, m_config.port, deadline, interrupt);
     if (!connection) {
@@ -170,7 +171,7 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
 ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query, Deadline deadline,
                             const Interrupt* interrupt) const {
   auto response = request("list", resource, query_target(resource, query), deadline, interrupt);
-  const std::string doing = "failed to " + verb_target("list", resource) + " on '" + m_config.server() + "'";
+  const std::string doing = failed_to("list", resource, m_config.server());
   auto body = response.connection.read_body(deadline, k_max_list_bytes);
   if (!body) {
     throw transport_error(body.error(), doing);
@@ -207,7 +208,7 @@ void KubeClient::watch(const KubeResource& resource, const ListQuery& query, con
   deadline = std::min(deadline, silence_limit);
 
   auto response = request("watch", resource, target, deadline, interrupt);
-  const std::string doing = "failed to " + verb_target("watch", resource) + " on '" + m_config.server() + "'";
+  const std::string doing = failed_to("watch", resource, m_config.server());
   if (response.head.status != 200) {
     auto body = response.connection.read_body(deadline, k_max_event_bytes);
     throw http_error(response.head.status, body ? status_message(*body, response.head.reason) : response.head.reason,
@@ -240,7 +241,7 @@ void WatchDecoder::feed(std::string_view chunk, const std::function<void(WatchEv
     auto event = nlohmann::json::parse(line, nullptr, false);
     if (!event.is_object() || !event.contains("type") || !event["type"].is_string() || !event.contains("object")) {
       throw KubeError(KubeError::Kind::bad_response, 200,
-                      "failed to " + verb_target("watch", m_resource) + " on '" + m_server + "': malformed watch event");
+                      failed_to("watch", m_resource, m_server) + ": malformed watch event");
     }
     const std::string type = event["type"].get<std::string>();
     if (type == "ERROR") {
@@ -259,8 +260,7 @@ void WatchDecoder::feed(std::string_view chunk, const std::function<void(WatchEv
   m_pending.erase(0, start);
   if (m_pending.size() > k_max_event_bytes) {
     throw KubeError(KubeError::Kind::bad_response, 200,
-                    "failed to " + verb_target("watch", m_resource) + " on '" + m_server +
-                        "': a watch event is larger than 16 MiB");
+                    failed_to("watch", m_resource, m_server) + ": a watch event is larger than 16 MiB");
   }
 }
 
