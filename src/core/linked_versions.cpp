@@ -1,0 +1,172 @@
+#include "linked_versions.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "hoist/sys/atomic_file.hpp"
+#include "hoist/sys/atomic_symlink.hpp"
+#include "hoist/sys/copy_file.hpp"
+#include "hoist/sys/directory.hpp"
+#include "hoist/util/error.hpp"
+
+namespace hoist {
+
+LinkedVersionInstaller::LinkedVersionInstaller(const HostRoot& root, InstallTarget target)
+    : m_root(root), m_target(std::move(target)) {
+  const std::filesystem::path dest(m_target.destination);
+  m_link_name = dest.filename().string();
+  m_dest_parent = dest.parent_path().string();
+  m_versions_path = join_host_path(m_target.state_dir, m_target.component);
+}
+
+Integrity LinkedVersionInstaller::integrity(const std::string& version, const Payload* /*payload*/) {
+  auto parent = HostDir::open(m_root, m_dest_parent);
+  auto versions = HostDir::open(m_root, m_versions_path);
+  if (!parent || !versions) {
+    return Integrity::damaged;
+  }
+  auto link = read_symlink(parent->fd(), m_link_name, parent->display(m_link_name));
+  if (!link || *link != link_target(version)) {
+    return Integrity::damaged;
+  }
+  return has_version(*versions, version) ? Integrity::intact : Integrity::damaged;
+}
+
+bool LinkedVersionInstaller::clean_leftovers(ComponentState* /*state*/) {
+  int removed = 0;
+  if (auto versions = HostDir::open(m_root, m_versions_path)) {
+    removed += versions->remove_leftovers(is_staging_leftover).value();
+  }
+  if (auto parent = HostDir::open(m_root, m_dest_parent)) {
+    const std::string prefix = std::string(k_temp_prefix) + m_link_name + ".";
+    removed += parent->remove_leftovers([&](std::string_view name) { return name.starts_with(prefix); }).value();
+  }
+  if (removed > 0) {
+    spdlog::info("{}: removed {} leftover(s) of an interrupted run", m_target.component, removed);
+  }
+  return false;
+}
+
+TransferStats LinkedVersionInstaller::commit(const Payload& /*payload*/, const std::string& version,
+                                             const std::string& /*installed*/, const TransferOptions& /*options*/) {
+  switch_link(version);
+  return {};
+}
+
+void LinkedVersionInstaller::undo_commit() {
+  if (!m_committed) {
+    return;
+  }
+  HostDir parent = HostDir::open(m_root, m_dest_parent).value();
+  if (!m_old_link.empty()) {
+    replace_symlink(parent.fd(), m_link_name, m_old_link, parent.display(m_link_name)).value();
+  } else if (::unlinkat(parent.fd(), m_link_name.c_str(), 0) != 0 && errno != ENOENT) {
+    throw Failure(system_message("remove '" + parent.display(m_link_name) + "'", errno));
+  }
+  m_committed = false;
+}
+
+void LinkedVersionInstaller::discard_staged() {
+  if (m_staged.empty()) {
+    return;
+  }
+  HostDir versions = HostDir::open(m_root, m_versions_path).value();
+  versions.remove_entry(entry_name(m_staged)).value();
+  m_staged.clear();
+}
+
+void LinkedVersionInstaller::check_rollback(const std::string& version, const std::string& /*current*/) {
+  auto versions = HostDir::open(m_root, m_versions_path);
+  if (versions && has_version(*versions, version)) {
+    return;
+  }
+  const std::string partial = partial_name(entry_name(version));
+  if (versions && versions->stat(partial)) {
+    throw UsageError("cannot roll back " + m_target.component + " to " + version + ": it is incomplete (only '" +
+                     versions->display(partial) + "' exists)");
+  }
+  throw UsageError("cannot roll back " + m_target.component + " to " + version + ": '" +
+                   m_root.display(link_target(version)) + "' does not exist");
+}
+
+void LinkedVersionInstaller::rollback(const std::string& version, const std::string& /*current*/) {
+  switch_link(version);
+}
+
+void LinkedVersionInstaller::remove_version(const std::string& version) {
+  if (auto versions = HostDir::open(m_root, m_versions_path)) {
+    versions->remove_entry(entry_name(version)).value();
+  }
+}
+
+bool LinkedVersionInstaller::staged_before(const HostDir& versions, const std::string& version,
+                                           const std::string& incomplete) const {
+  const std::string entry = entry_name(version);
+  if (!versions.stat(entry)) {
+    return false;
+  }
+  if (!has_version(versions, version)) {
+    throw Failure("cannot install version " + version + ": '" + versions.display(entry) + "' exists but " + incomplete);
+  }
+  spdlog::info("{}: reusing the complete {} that an earlier run staged", m_target.component, versions.display(entry));
+  return true;
+}
+
+void LinkedVersionInstaller::publish(const HostDir& versions, const std::string& entry,
+                                     const std::function<void(const std::string& partial)>& make) {
+  const std::string partial = partial_name(entry);
+  try {
+    make(partial);
+    if (::renameat(versions.fd(), partial.c_str(), versions.fd(), entry.c_str()) != 0) {
+      throw Failure(
+          system_message("rename '" + versions.display(partial) + "' to '" + versions.display(entry) + "'", errno));
+    }
+    versions.sync().value();
+  } catch (...) {
+    if (auto removed = remove_tree(versions.fd(), partial.c_str(), versions.display(partial)); !removed) {
+      spdlog::warn("{}", removed.error().message);
+    }
+    throw;
+  }
+}
+
+TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, const HostDir& dir,
+                                                        const std::string& name, bool replaces,
+                                                        const TransferOptions& options) {
+  Fd source(::open(payload.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!source) {
+    throw Failure(system_message("open '" + payload.path().string() + "'", errno));
+  }
+  TransferStats stats;
+  (replaces ? stats.files_changed : stats.files_added) = 1;
+  struct stat st {};
+  if (::fstat(source.get(), &st) == 0) {
+    stats.bytes_total = static_cast<uint64_t>(st.st_size);
+  }
+  auto progress = [&](uint64_t done) {
+    stats.bytes_done = done;
+    if (options.on_progress) {
+      options.on_progress(stats);
+    }
+  };
+  // copy_file_to fsyncs the file; publish() makes its rename durable.
+  stats.bytes_written = copy_file_to(source.get(), dir.fd(), name, dir.display(name), progress).value();
+  (replaces ? stats.bytes_changed : stats.bytes_added) = stats.bytes_total;
+  stats.bytes_done = stats.bytes_total;
+  return stats;
+}
+
+void LinkedVersionInstaller::switch_link(const std::string& version) {
+  HostDir parent = HostDir::create(m_root, m_dest_parent).value();
+  auto old = read_symlink(parent.fd(), m_link_name, parent.display(m_link_name));
+  m_old_link = old ? *old : link_before_first_switch(parent);
+  replace_symlink(parent.fd(), m_link_name, link_target(version), parent.display(m_link_name)).value();
+  m_committed = true;
+}
+
+}  // namespace hoist
