@@ -367,7 +367,9 @@ def test_an_upgrade_that_needs_a_reboot_reboots_through_logind_and_its_rerun_exi
     assert os_state["current"] == "2.0.0"
     # the state names the boot the re-run saw: the new one
     assert os_state["boot_id"] == vm.fact(after, "boot.id"), os_state
-    assert os_state["last_result"]["outcome"] in ("succeeded", "unchanged"), os_state
+    # the re-run confirmed the reboot: the upgrade succeeded (not "unchanged")
+    assert os_state["last_result"]["outcome"] == "succeeded", os_state
+    assert os_state["last_result"]["message"] == "rebooted into 2.0.0", os_state
     # what was upgraded before the reboot is live after it: the enabled unit
     # started the new binary, systemd-sysext.service merged the new image
     assert vm.fact(after, "boot2.demo.written").split()[0] == "2.0.0"
