@@ -456,12 +456,7 @@ class ArchiveStager {
 
   /// link_dest's directory `name` that an entry of another type replaces: everything under it is removed.
   void count_replaced(int compare_dir, const std::string& name, const std::string& relpath) {
-    uint64_t files = 0;
-    uint64_t bytes = 0;
-    count_tree(compare_dir, name.c_str(), files, bytes, compare_display(relpath));
-    if (files > 0) {
-      m_counters.count_removed(files - 1, bytes);
-    }
+    transfer::count_replaced(m_counters, compare_dir, name, compare_display(relpath));
   }
 
   /// Directories are counted, and get their modes and times, once everything

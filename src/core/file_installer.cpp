@@ -19,7 +19,6 @@
 #include "hoist/sys/copy_file.hpp"
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/host_dir.hpp"
-#include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 #include "linked_versions.hpp"
 
@@ -59,26 +58,10 @@ class FileInstaller final : public LinkedVersionInstaller {
 
   TransferStats preview(const Payload& payload, const std::string& installed,
                         const TransferOptions& /*options*/) override {
-    TransferStats stats;
-    std::error_code error;
-    const auto size = std::filesystem::file_size(payload.path(), error);
-    const uint64_t bytes = error ? 0 : static_cast<uint64_t>(size);
     auto versions = HostDir::open(m_root, m_versions_path);
-    if (installed.empty() || !versions || !has_version(*versions, installed)) {
-      stats.files_added = 1;
-      stats.bytes_added = bytes;
-      return stats;
-    }
-    const std::string current = installed + "/" + m_link_name;
-    auto theirs = sha256_file(versions->fd(), current);
-    auto ours = sha256_file(AT_FDCWD, payload.path().string());
-    if (theirs && ours && *theirs == *ours) {
-      stats.files_unchanged = 1;
-    } else {
-      stats.files_changed = 1;
-      stats.bytes_changed = bytes;
-    }
-    return stats;
+    const bool have = !installed.empty() && versions && has_version(*versions, installed);
+    return preview_payload_file(payload, versions ? &*versions : nullptr,
+                                have ? installed + "/" + m_link_name : std::string());
   }
 
  private:

@@ -12,6 +12,7 @@
 #include "hoist/sys/atomic_symlink.hpp"
 #include "hoist/sys/copy_file.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 
 namespace hoist {
@@ -158,6 +159,28 @@ TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, 
   stats.bytes_written = copy_file_to(source.get(), dir.fd(), name, dir.display(name), progress).value();
   (replaces ? stats.bytes_changed : stats.bytes_added) = stats.bytes_total;
   stats.bytes_done = stats.bytes_total;
+  return stats;
+}
+
+TransferStats LinkedVersionInstaller::preview_payload_file(const Payload& payload, const HostDir* versions,
+                                                           const std::string& installed) {
+  TransferStats stats;
+  std::error_code error;
+  const auto size = std::filesystem::file_size(payload.path(), error);
+  const uint64_t bytes = error ? 0 : static_cast<uint64_t>(size);
+  if (installed.empty() || versions == nullptr) {
+    stats.files_added = 1;
+    stats.bytes_added = bytes;
+    return stats;
+  }
+  auto theirs = sha256_file(versions->fd(), installed);
+  auto ours = sha256_file(AT_FDCWD, payload.path().string());
+  if (theirs && ours && *theirs == *ours) {
+    stats.files_unchanged = 1;
+  } else {
+    stats.files_changed = 1;
+    stats.bytes_changed = bytes;
+  }
   return stats;
 }
 

@@ -57,6 +57,12 @@ class LinkedVersionInstaller : public Installer {
   static TransferStats copy_payload_file(const Payload& payload, const HostDir& dir, const std::string& name,
                                          bool replaces, const TransferOptions& options);
 
+  /// What installing the payload file over the copy `installed` (a path under
+  /// `versions`; "" when there is none) changes: one file added, changed, or
+  /// unchanged when their contents are equal (dry runs).
+  static TransferStats preview_payload_file(const Payload& payload, const HostDir* versions,
+                                            const std::string& installed);
+
   /// Records a version that stage() wrote, for discard_staged().
   void staged(const std::string& version) { m_staged = version; }
 

@@ -5,12 +5,14 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "hoist/sys/directory.hpp"
@@ -177,6 +179,38 @@ void count_tree(int dirfd, const char* name, uint64_t& files, uint64_t& bytes, s
   Fd dir = checked(open_directory(dirfd, name, display));
   for (const DirEntry& entry : checked(read_directory(dir.get(), display))) {
     count_tree(dir.get(), entry.name.c_str(), files, bytes, join_path(display, entry.name));
+  }
+}
+
+void count_replaced(Counters& counters, int dirfd, const std::string& name, std::string_view display) {
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  count_tree(dirfd, name.c_str(), files, bytes, display);
+  if (files > 0) {
+    counters.count_removed(files - 1, bytes);
+  }
+}
+
+Fd open_payload_root(const Payload& payload) {
+  Fd root(::open(payload.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root) {
+    throw Failure(system_message("open directory " + in_quotes(payload.path().string()), errno));
+  }
+  return root;
+}
+
+void for_each_link_group(std::vector<LinkMember>& members, const std::function<void(size_t, size_t)>& group) {
+  std::sort(members.begin(), members.end(), [](const LinkMember& a, const LinkMember& b) {
+    return std::tie(a.st.st_dev, a.st.st_ino, a.parent, a.name) < std::tie(b.st.st_dev, b.st.st_ino, b.parent, b.name);
+  });
+  for (size_t first = 0; first < members.size();) {
+    size_t end = first + 1;
+    while (end < members.size() && members[end].st.st_dev == members[first].st.st_dev &&
+           members[end].st.st_ino == members[first].st.st_ino) {
+      ++end;
+    }
+    group(first, end);
+    first = end;
   }
 }
 

@@ -5,10 +5,13 @@
 
 #include <sys/stat.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "hoist/core/payload.hpp"
 #include "hoist/core/transfer.hpp"
 #include "hoist/sys/file_copy.hpp"
 #include "hoist/sys/metadata.hpp"
@@ -84,6 +87,26 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& c
 /// Counts the entries and regular-file bytes of `name` in `dirfd` and, for a
 /// directory, of everything under it: what removing it removes.
 void count_tree(int dirfd, const char* name, uint64_t& files, uint64_t& bytes, std::string_view display);
+
+/// The old directory `name` in `dirfd` whose place an entry of another type
+/// takes: what is under it counts as removed (the directory itself as changed).
+void count_replaced(Counters& counters, int dirfd, const std::string& name, std::string_view display);
+
+/// The payload directory, opened (again) from its path.
+Fd open_payload_root(const Payload& payload);
+
+/// One name of a payload inode that has several: the walk sets them aside, and
+/// they are made after it, when the first name of each inode exists.
+struct LinkMember {
+  std::string parent;  ///< relative path of the directory
+  std::string name;
+  struct stat st;
+  bool fresh = false;  ///< sync: the directory was made by this sync
+};
+
+/// Sorts `members` by inode, then by path, and calls `group(first, end)` for
+/// the names of each inode, [first, end) in path order.
+void for_each_link_group(std::vector<LinkMember>& members, const std::function<void(size_t, size_t)>& group);
 
 /// The regular-file bytes under the open directory `dir`, each inode once:
 /// TransferStats::bytes_total. Walks with the threads of `pool`, which must be idle.

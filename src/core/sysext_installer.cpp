@@ -21,7 +21,6 @@
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/durable_tree.hpp"
 #include "hoist/sys/host_dir.hpp"
-#include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 #include "linked_versions.hpp"
 
@@ -73,24 +72,7 @@ class SysextInstaller final : public LinkedVersionInstaller {
       HostDir staging = versions ? std::move(*versions) : HostDir::open(m_root, "/").value();
       return stage_tree(payload, staging.fd(), current ? current.get() : -1, dry);
     }
-    TransferStats stats;
-    std::error_code error;
-    const auto size = std::filesystem::file_size(payload.path(), error);
-    const uint64_t bytes = error ? 0 : static_cast<uint64_t>(size);
-    if (!have) {
-      stats.files_added = 1;
-      stats.bytes_added = bytes;
-      return stats;
-    }
-    auto theirs = sha256_file(versions->fd(), entry_name(installed));
-    auto ours = sha256_file(AT_FDCWD, payload.path().string());
-    if (theirs && ours && *theirs == *ours) {
-      stats.files_unchanged = 1;
-    } else {
-      stats.files_changed = 1;
-      stats.bytes_changed = bytes;
-    }
-    return stats;
+    return preview_payload_file(payload, versions ? &*versions : nullptr, have ? entry_name(installed) : std::string());
   }
 
  private:

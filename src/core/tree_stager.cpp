@@ -77,10 +77,7 @@ class DirectoryStager {
 
   TransferStats run() {
     auto root = std::make_shared<DirNode>();
-    root->source.reset(::open(m_payload.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!root->source) {
-      throw Failure(system_message("open directory " + in_quotes(m_payload.path().string()), errno));
-    }
+    root->source = open_payload_root(m_payload);
     if (!m_dry) {
       root->target = checked(reopen_directory(m_staging.get(), m_staging_display));
       // A default ACL on the staging directory would be inherited by every new
@@ -117,11 +114,6 @@ class DirectoryStager {
     std::string relpath;
     NodeMeta meta;
     Xattrs xattrs;
-  };
-  struct LinkMember {
-    std::string parent;
-    std::string name;
-    struct stat st;
   };
 
   [[nodiscard]] std::string payload_display(std::string_view relpath) const {
@@ -211,7 +203,7 @@ class DirectoryStager {
       } else if (st.st_nlink > 1) {
         // Hard links are made after the walk, when the first name of each inode exists.
         std::lock_guard lock(m_mutex);
-        m_links.push_back(LinkMember{std::string(fds.relpath), name, st});
+        m_links.push_back(LinkMember{std::string(fds.relpath), name, st, false});
       } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
         m_pool.submit(
             [this, node, name, st, existing = existing_seen(seen)]() { stage_entry(node->fds(), name, st, existing); });
@@ -282,15 +274,8 @@ class DirectoryStager {
         "link " + in_quotes(compare_display(relpath)) + " to " + in_quotes(staging_display(relpath)), errno));
   }
 
-  /// The old directory `name` in `compare_dir` that an entry of another type replaces: everything under it is removed.
   void count_replaced(int compare_dir, const std::string& name, const std::string& relpath) {
-    uint64_t files = 0;
-    uint64_t bytes = 0;
-    count_tree(compare_dir, name.c_str(), files, bytes, compare_display(relpath));
-    if (files > 0) {
-      // The directory itself is counted as changed, not removed.
-      m_counters.count_removed(files - 1, bytes);
-    }
+    transfer::count_replaced(m_counters, compare_dir, name, compare_display(relpath));
   }
 
   void count_removed(const DirFds& fds, const std::vector<DirEntry>& entries) {
@@ -312,26 +297,12 @@ class DirectoryStager {
   /// Each inode of the payload with several names becomes one inode with the
   /// same names: the first name is staged as any file, the others link to it.
   void stage_hard_links() {
-    std::sort(m_links.begin(), m_links.end(), [](const LinkMember& a, const LinkMember& b) {
-      return std::tie(a.st.st_dev, a.st.st_ino, a.parent, a.name) <
-             std::tie(b.st.st_dev, b.st.st_ino, b.parent, b.name);
-    });
-    Fd payload_root(::open(m_payload.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!payload_root) {
-      throw Failure(system_message("open directory " + in_quotes(m_payload.path().string()), errno));
-    }
+    const Fd payload_root = open_payload_root(m_payload);
     DirCursor sources(payload_root.get(), m_payload.path().string());
     DirCursor targets(m_staging.get(), m_staging_display);
     DirCursor compares(m_compare.get(), m_compare_display);
-    for (size_t first = 0; first < m_links.size();) {
-      size_t end = first + 1;
-      while (end < m_links.size() && m_links[end].st.st_dev == m_links[first].st.st_dev &&
-             m_links[end].st.st_ino == m_links[first].st.st_ino) {
-        ++end;
-      }
-      stage_link_group(first, end, sources, targets, compares);
-      first = end;
-    }
+    for_each_link_group(m_links,
+                        [&](size_t first, size_t end) { stage_link_group(first, end, sources, targets, compares); });
   }
 
   void stage_link_group(size_t first, size_t end, DirCursor& sources, DirCursor& targets, DirCursor& compares) {

@@ -104,10 +104,7 @@ class TreeSyncer {
 
   TransferStats run() {
     auto root = std::make_shared<DirNode>();
-    root->source.reset(::open(m_payload.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!root->source) {
-      throw Failure(system_message("open directory " + in_quotes(m_payload.path().string()), errno));
-    }
+    root->source = open_payload_root(m_payload);
     root->dest = checked(reopen_directory(m_dest.get(), m_dest_display));
     struct stat st {};
     if (::fstat(root->source.get(), &st) != 0) {
@@ -141,12 +138,6 @@ class TreeSyncer {
     NodeMeta meta;
     Xattrs xattrs;
     bool made = false;  ///< made (or replaced) by this sync
-  };
-  struct LinkMember {
-    std::string parent;
-    std::string name;
-    struct stat st;
-    bool fresh;
   };
   struct Deletion {
     std::string parent;
@@ -404,36 +395,16 @@ class TreeSyncer {
   }
 
   void count_replaced(int dest_dir, const std::string& name, const std::string& relpath) {
-    uint64_t files = 0;
-    uint64_t bytes = 0;
-    count_tree(dest_dir, name.c_str(), files, bytes, dest_display(relpath));
-    if (files > 0) {
-      m_counters.count_removed(files - 1, bytes);
-    }
+    transfer::count_replaced(m_counters, dest_dir, name, dest_display(relpath));
   }
 
   /// Each payload inode with several names: the first name is synced as any
   /// file; the others become links to it where they are not already.
   void sync_hard_links() {
-    std::sort(m_links.begin(), m_links.end(), [](const LinkMember& a, const LinkMember& b) {
-      return std::tie(a.st.st_dev, a.st.st_ino, a.parent, a.name) <
-             std::tie(b.st.st_dev, b.st.st_ino, b.parent, b.name);
-    });
-    Fd payload_root(::open(m_payload.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!payload_root) {
-      throw Failure(system_message("open directory " + in_quotes(m_payload.path().string()), errno));
-    }
+    const Fd payload_root = open_payload_root(m_payload);
     DirCursor sources(payload_root.get(), m_payload.path().string());
     DirCursor dests(m_dest.get(), m_dest_display);
-    for (size_t first = 0; first < m_links.size();) {
-      size_t end = first + 1;
-      while (end < m_links.size() && m_links[end].st.st_dev == m_links[first].st.st_dev &&
-             m_links[end].st.st_ino == m_links[first].st.st_ino) {
-        ++end;
-      }
-      sync_link_group(first, end, sources, dests);
-      first = end;
-    }
+    for_each_link_group(m_links, [&](size_t first, size_t end) { sync_link_group(first, end, sources, dests); });
   }
 
   void sync_link_group(size_t first, size_t end, DirCursor& sources, DirCursor& dests) {
