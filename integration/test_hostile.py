@@ -168,6 +168,8 @@ REFUSED = {
     "hardlink-missing": ([hard("h", "nowhere")], ["tar", "tar.gz"], 5, "'h'"),
     "hardlink-through-symlink": ([sym("s", "/etc"), hard("h", "s/passwd")], ["tar", "tar.gz"], 5, "'h'"),
     "newline-name": ([reg("a\nb")], FORMATS, 5, "its name contains a newline"),
+    "name-part-too-long": ([dirent("d"), reg("d/" + "n" * 256)], FORMATS, 5,
+                           "a part of its name is longer than 255 bytes"),
     "duplicate-file": ([reg("a", b"one\n"), reg("a", b"two\n")], FORMATS, 5, "it appears twice in the archive"),
     "duplicate-dir-then-file": ([dirent("a"), reg("a", b"two\n")], FORMATS, 5, "it appears twice in the archive"),
     "duplicate-file-then-symlink": ([reg("a"), sym("a", "/etc/passwd")], FORMATS, 5,

@@ -78,6 +78,10 @@ TEST_CASE("entry names are normalized, and bad ones refused with the reason", "[
                     "refusing archive entry 'a\\x00b' in 'x.tar': its name contains a NUL byte");
   CHECK_THROWS_WITH(hoist::normalize_entry_name("", "x.tar"),
                     "refusing archive entry '' in 'x.tar': its name is empty");
+  CHECK(hoist::normalize_entry_name("d/" + std::string(255, 'n'), "x.tar") == "d/" + std::string(255, 'n'));
+  CHECK_THROWS_WITH(hoist::normalize_entry_name("d/" + std::string(256, 'n') + "/f", "x.tar"),
+                    "refusing archive entry 'd/" + std::string(256, 'n') +
+                        "/f' in 'x.tar': a part of its name is longer than 255 bytes");
   CHECK(hoist::escape_name("a\x1b[31m\\") == "a\\x1b[31m\\\\");
 }
 

@@ -204,3 +204,31 @@ TEST_CASE("a tar hard link that carries data gives the shared inode that data", 
     CHECK(hoist::test::read_text(staging / "f198") == "one");
   }
 }
+
+TEST_CASE("hard links of an archive are unchanged against link_dest only while their target is", "[archive]") {
+  ScopedTempDir tmp;
+  run("set -e; mkdir -p '" + (tmp / "v1/d").string() + "'; cd '" + (tmp / "v1").string() +
+      "'; echo same > a; ln a d/b; ln a c; echo other > e; touch -d '2022-02-02' a e d .");
+  run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "'");
+  run("cd '" + (tmp / "v2").string() + "' && echo changed > a && touch -d '2022-02-02' a");
+  run("tar -C '" + (tmp / "v1").string() + "' -cf '" + (tmp / "v1.tar").string() + "' .");
+  run("tar -C '" + (tmp / "v2").string() + "' -cf '" + (tmp / "v2.tar").string() + "' .");
+  stage(tmp / "v1.tar", tmp / "current");
+
+  // The same archive again: the three names stay one inode, the one of link_dest.
+  const TransferStats again = stage(tmp / "v1.tar", tmp / "again", tmp / "current");
+  CHECK(again.files_unchanged == 5);  // a, c, d/b, e and d
+  CHECK(again.files_changed == 0);
+  CHECK(again.bytes_written == 0);
+  CHECK(same_inode(tmp / "again/d/b", tmp / "current/a"));
+  CHECK(same_inode(tmp / "again/c", tmp / "current/a"));
+
+  // Their target changed: the links are changed too, and none of them is link_dest's inode.
+  const TransferStats changed = stage(tmp / "v2.tar", tmp / "next", tmp / "current");
+  CHECK(changed.files_changed == 3);
+  CHECK(changed.files_unchanged == 2);  // e and d
+  CHECK(same_inode(tmp / "next/d/b", tmp / "next/a"));
+  CHECK_FALSE(same_inode(tmp / "next/a", tmp / "current/a"));
+  CHECK(hoist::test::read_text(tmp / "next/d/b") == "changed\n");
+  CHECK(hoist::test::read_text(tmp / "current/d/b") == "same\n");
+}

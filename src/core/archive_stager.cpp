@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ class ArchiveStager {
         m_targets(m_staging.get(), m_staging_display),
         m_link_targets(m_staging.get(), m_staging_display),
         m_compares(m_compare.get(), m_compare_display),
+        m_compare_targets(m_compare.get(), m_compare_display),
         m_pool(transfer_threads(options.threads)),
         m_write_behind(m_pool, m_counters, [this](std::string_view relpath) { return staging_display(relpath); }) {
     struct stat st {};
@@ -75,7 +77,7 @@ class ArchiveStager {
     }
     finish_directories();
     if (m_compare) {
-      count_removed(m_compare.get(), "");
+      count_removed(m_compare.get(), "", ArchiveIndex::k_root);
     }
     return m_counters.snapshot();
   }
@@ -117,23 +119,25 @@ class ArchiveStager {
     // Every check first, then the first write for this entry.
     const std::vector<std::string_view> missing = m_index.check_parents(path, raw);
     const std::string_view hardlink = entry_hardlink(entry);
-    if (EntryState* existing = m_index.find(path)) {
+    if (const std::optional<ArchiveIndex::Id> existing = m_index.find(path)) {
       // A directory first made for deeper entries may still be listed once; anything else twice is
       // refused: "later wins" would let an entry replace what earlier checks were made against.
-      if (!(existing->implicit && meta.type() == S_IFDIR && hardlink.empty())) {
+      const EntryState existing_state = m_index.state(*existing);
+      if (!(existing_state.implicit && meta.type() == S_IFDIR && hardlink.empty())) {
         refuse_entry(raw, m_archive, "it appears twice in the archive");
       }
-      existing->implicit = false;
-      DirRecord& record = m_dirs[existing->dir_record];
+      m_index.mark_listed(*existing);
+      DirRecord& record = m_dirs[existing_state.dir_record];
       record.meta = meta;
       record.xattrs = entry_xattrs(entry);
       record.implicit = false;
       return;
     }
     std::string target;
-    const EntryState* target_state = hardlink.empty() ? nullptr : &m_index.check_link_target(raw, hardlink, target);
+    const std::optional<EntryState> target_state =
+        hardlink.empty() ? std::nullopt : std::optional(m_index.check_link_target(raw, hardlink, target));
     make_implicit_directories(missing);
-    if (target_state != nullptr) {
+    if (target_state) {
       stage_hardlink(entry, std::move(path), target, *target_state, meta);
       return;
     }
@@ -175,9 +179,9 @@ class ArchiveStager {
     EntryState state;
     state.type = S_IFDIR;
     state.implicit = implicit;
-    state.dir_record = m_dirs.size();
-    m_dirs.push_back(DirRecord{path, meta, std::move(xattrs), implicit});
-    m_index.add(std::move(path), state);
+    state.dir_record = static_cast<uint32_t>(m_dirs.size());
+    m_index.add(path, state);
+    m_dirs.push_back(DirRecord{std::move(path), meta, std::move(xattrs), implicit});
   }
 
   void stage_regular(std::string path, const NodeMeta& meta, const Xattrs& xattrs, unsigned nlink) {
@@ -187,7 +191,6 @@ class ArchiveStager {
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
     EntryState state;
     state.type = S_IFREG;
-    remember_compare(state, existing);
     Outcome outcome = existing.present ? Outcome::changed : Outcome::added;
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(compare_dir, name, path);
@@ -215,13 +218,13 @@ class ArchiveStager {
     state.outcome = outcome;
     m_counters.count(outcome, meta.size);
     if (m_dry) {
-      m_index.add(std::move(path), state);
+      m_index.add(path, state);
       return;
     }
     const int target_dir = checked(m_targets.open(parent));
     if (outcome == Outcome::unchanged && m_link_works) {
       if (::linkat(compare_dir, name.c_str(), target_dir, name.c_str(), 0) == 0) {
-        m_index.add(std::move(path), state);
+        m_index.add(path, state);
         return;
       }
       if (errno != EXDEV && errno != EMLINK) {
@@ -238,7 +241,7 @@ class ArchiveStager {
     Fd fd = create_file(target_dir, name, meta, path, initial);
     state.owned = true;
     if (equal_prefix == 0 && pending.size == 0 && nlink <= 1 && write_behind(fd, meta, xattrs, initial, path)) {
-      m_index.add(std::move(path), state);
+      m_index.add(path, state);
       return;
     }
     if (equal_prefix > 0) {
@@ -254,7 +257,7 @@ class ArchiveStager {
     write_stream(fd.get(), meta.size, pending, staging_display(path));
     checked(apply_metadata(NodeRef{target_dir, name.c_str(), fd.get()}, meta, xattrs, ExistingXattrs::none,
                            staging_display(path), &initial));
-    m_index.add(std::move(path), state);
+    m_index.add(path, state);
   }
 
   /// Hands a small new file to another thread; false when it takes no more now.
@@ -367,12 +370,11 @@ class ArchiveStager {
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
     EntryState state = target_state;
     state.owned = false;
-    remember_compare(state, existing);
     Outcome outcome = Outcome::added;
     if (existing.present) {
-      const bool same_inode = target_state.compare_ino != 0 && existing.st.st_dev == target_state.compare_dev &&
-                              existing.st.st_ino == target_state.compare_ino;
-      outcome = same_inode && target_state.outcome == Outcome::unchanged ? Outcome::unchanged : Outcome::changed;
+      outcome = target_state.outcome == Outcome::unchanged && same_compare_inode(target, existing.st)
+                    ? Outcome::unchanged
+                    : Outcome::changed;
       if (S_ISDIR(existing.st.st_mode)) {
         count_replaced(compare_dir, name, path);
       }
@@ -414,7 +416,7 @@ class ArchiveStager {
         }
       }
     }
-    m_index.add(std::move(path), state);
+    m_index.add(path, state);
     finish_entry();
   }
 
@@ -430,7 +432,6 @@ class ArchiveStager {
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
     EntryState state;
     state.type = meta.type();
-    remember_compare(state, existing);
     state.outcome =
         compare_node(source, existing, compare_dir, name.c_str(), m_options.compare, m_archive, compare_display(path));
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
@@ -444,14 +445,15 @@ class ArchiveStager {
                              m_euid, m_egid},
                  m_copier, m_archive, staging_display(path));
     }
-    m_index.add(std::move(path), state);
+    m_index.add(path, state);
   }
 
-  static void remember_compare(EntryState& state, const ExistingNode& existing) {
-    if (existing.present) {
-      state.compare_dev = existing.st.st_dev;
-      state.compare_ino = existing.st.st_ino;
-    }
+  /// Whether link_dest has, at the path of an earlier entry `target`, the inode `st`.
+  bool same_compare_inode(const std::string& target, const struct stat& st) {
+    const auto [parent, name] = split_parent(target);
+    const int compare_dir = checked(m_compare_targets.open_if_present(parent));
+    const ExistingNode existing = stat_existing(compare_dir, std::string(name).c_str(), compare_display(target));
+    return existing.present && existing.st.st_dev == st.st_dev && existing.st.st_ino == st.st_ino;
   }
 
   /// link_dest's directory `name` that an entry of another type replaces: everything under it is removed.
@@ -499,19 +501,19 @@ class ArchiveStager {
   }
 
   /// Counts what link_dest has and the archive does not.
-  void count_removed(int compare_dir, const std::string& relpath) {
+  void count_removed(int compare_dir, const std::string& relpath, ArchiveIndex::Id dir_id) {
     for (const DirEntry& entry : checked(read_directory(compare_dir, compare_display(relpath)))) {
       const std::string path = join_path(relpath, entry.name);
-      const EntryState* state = m_index.find(path);
-      if (state == nullptr) {
+      const std::optional<ArchiveIndex::Id> id = m_index.find_child(dir_id, entry.name);
+      if (!id) {
         uint64_t files = 0;
         uint64_t bytes = 0;
         count_tree(compare_dir, entry.name.c_str(), files, bytes, compare_display(path));
         m_counters.count_removed(files, bytes);
-      } else if (state->type == S_IFDIR) {
+      } else if (m_index.state(*id).type == S_IFDIR) {
         Fd dir(::openat(compare_dir, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (dir) {
-          count_removed(dir.get(), path);
+          count_removed(dir.get(), path, *id);
         }
       }
     }
@@ -565,6 +567,7 @@ class ArchiveStager {
   DirCursor m_targets;
   DirCursor m_link_targets;
   DirCursor m_compares;
+  DirCursor m_compare_targets;  ///< link_dest's directories of hard links' targets
   WorkPool m_pool;
   WriteBehind m_write_behind;
   bool m_link_works = true;

@@ -1,6 +1,7 @@
 #include "hoist/core/entry_name.hpp"
 
 #include <array>
+#include <climits>
 
 #include "hoist/util/error.hpp"
 
@@ -45,6 +46,7 @@ std::string_view describe(NameProblem problem) {
     case NameProblem::newline: return "its name contains a newline";
     case NameProblem::absolute: return "it is an absolute path";
     case NameProblem::dot_dot: return "it climbs out of the payload with '..'";
+    case NameProblem::too_long: return "a part of its name is longer than 255 bytes";
   }
   return "its name is invalid";
 }
@@ -74,6 +76,10 @@ NameProblem check_entry_name(std::string_view name, std::string& normal) {
     if (part == "..") {
       normal.clear();
       return NameProblem::dot_dot;
+    }
+    if (part.size() > NAME_MAX) {
+      normal.clear();
+      return NameProblem::too_long;
     }
     if (!normal.empty()) {
       normal += '/';

@@ -8,10 +8,11 @@ namespace hoist {
 /// Checks the name of an archive entry (or of a hard link's target) before
 /// anything is written for it, and returns it in normal form: relative, without
 /// `.` components, empty or doubled slashes, or a trailing slash; "" names the
-/// payload root (`.` or `./`). A leading `./` is fine.
+/// payload root (`.` or `./`). A leading `./` is fine. No part of a name may
+/// be longer than NAME_MAX (255 bytes), which no Linux filesystem could make.
 ///
 /// What is wrong with an entry name.
-enum class NameProblem { none, empty, nul, newline, absolute, dot_dot };
+enum class NameProblem { none, empty, nul, newline, absolute, dot_dot, too_long };
 
 /// The reason given for a problem ("it climbs out of the payload with '..'").
 std::string_view describe(NameProblem problem);
