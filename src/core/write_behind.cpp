@@ -15,9 +15,12 @@ namespace {
 
 // Files up to this size are handed over, up to this many bytes and open files
 // at a time (memory and the fd limit), in batches of this many files or bytes.
+// 8 MiB in flight measured as fast as 64 MiB did, on 100,000 small files and on
+// 2,000 files of 200 KiB; when the disk is slower than the archive, it is what
+// the stager's peak memory grows by.
 constexpr uint64_t k_file_bytes = uint64_t{256} << 10U;
-constexpr uint64_t k_in_flight_bytes = uint64_t{64} << 20U;
-constexpr uint64_t k_in_flight_files = 1024;
+constexpr uint64_t k_in_flight_bytes = uint64_t{8} << 20U;
+constexpr uint64_t k_in_flight_files = 256;
 constexpr size_t k_batch_files = 64;
 constexpr size_t k_batch_bytes = size_t{1} << 20U;
 
