@@ -89,13 +89,7 @@ class DirectoryStager {
     if (m_compare) {
       root->compare = checked(reopen_directory(m_compare.get(), m_compare_display));
     }
-    struct stat st {};
-    if (::fstat(root->source.get(), &st) != 0) {
-      throw Failure(system_message("stat " + in_quotes(m_payload.path().string()), errno));
-    }
-    m_source_dev = st.st_dev;
-    m_dirs.push_back(DirRecord{"", NodeMeta::from_stat(st),
-                               checked(read_xattrs(NodeRef{-1, nullptr, root->source.get()}, payload_display("")))});
+    m_dirs.push_back(DirRecord{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev)});
     if (m_options.on_progress) {
       // A progress bar needs the total: one walk of the payload's inodes, which the copy then finds cached.
       m_counters.set_total(tree_bytes(root->source.get(), m_payload.path().string(), m_pool));
@@ -112,8 +106,7 @@ class DirectoryStager {
  private:
   struct DirRecord {
     std::string relpath;
-    NodeMeta meta;
-    Xattrs xattrs;
+    DirMeta dir;
   };
 
   [[nodiscard]] std::string payload_display(std::string_view relpath) const {
@@ -151,20 +144,15 @@ class DirectoryStager {
     }
     // The parent's directories stay open only while some of its entries wait.
     parent.reset();
-    struct stat st {};
-    if (::fstat(node->source.get(), &st) != 0) {
-      throw Failure(system_message("stat " + in_quotes(payload_display(node->relpath)), errno));
-    }
-    DirRecord record{node->relpath, NodeMeta::from_stat(st),
-                     checked(read_xattrs(NodeRef{-1, nullptr, node->source.get()}, payload_display(node->relpath)))};
+    DirRecord record{node->relpath, read_dir_meta(node->source.get(), payload_display(node->relpath))};
     if (node->compare) {
       struct stat existing {};
       if (::fstat(node->compare.get(), &existing) != 0) {
         throw Failure(system_message("stat " + in_quotes(compare_display(node->relpath)), errno));
       }
       const bool same =
-          same_attributes(record.meta, NodeMeta::from_stat(existing)) &&
-          same_xattrs(record.xattrs,
+          same_attributes(record.dir.meta, NodeMeta::from_stat(existing)) &&
+          same_xattrs(record.dir.xattrs,
                       checked(read_xattrs(NodeRef{-1, nullptr, node->compare.get()}, compare_display(node->relpath))));
       outcome = same ? Outcome::unchanged : Outcome::changed;
     }
@@ -178,43 +166,41 @@ class DirectoryStager {
 
   void stage_entries(std::shared_ptr<DirNode> node) {
     const DirFds fds = node->fds();
-    auto entries = checked(read_directory(fds.source, payload_display(fds.relpath)));
+    const std::string display = payload_display(fds.relpath);
+    auto entries = checked(read_directory(fds.source, display));
     sort_by_inode(entries);
-    ReadAhead ahead(fds.source, fds.compare, entries, reads_payload_data(m_dry, m_copier, m_source_dev, m_staging_dev));
-    for (size_t i = 0; i < entries.size(); ++i) {
-      if (m_pool.cancelled()) {
-        return;
-      }
-      ahead.before(i);
-      const std::string& name = entries[i].name;
-      const ReadAhead::Seen* seen = ahead.seen(i);
-      struct stat st {};
-      if (seen != nullptr) {
-        st = seen->source;
-      } else if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        throw Failure(system_message("stat " + in_quotes(payload_display(join_path(fds.relpath, name))), errno));
-      }
-      if (S_ISDIR(st.st_mode)) {
-        if (!m_dry && ::mkdirat(fds.target, name.c_str(), 0700) != 0) {
-          throw Failure(
-              system_message("create directory " + in_quotes(staging_display(join_path(fds.relpath, name))), errno));
-        }
-        m_pool.submit([this, node, name]() mutable { stage_directory(std::move(node), name); });
-      } else if (st.st_nlink > 1) {
-        // Hard links are made after the walk, when the first name of each inode exists.
-        std::lock_guard lock(m_mutex);
-        m_links.push_back(LinkMember{std::string(fds.relpath), name, st, false});
-      } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
-        m_pool.submit(
-            [this, node, name, st, existing = existing_seen(seen)]() { stage_entry(node->fds(), name, st, existing); });
-      } else {
-        stage_entry(fds, name, st, existing_seen(seen));
-      }
-      m_counters.poll();
-    }
-    if (fds.compare >= 0) {
+    const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_staging_dev);
+    const bool walked = walk_entries(fds.source, fds.compare, entries, display, reads_data, m_pool,
+                                     [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
+                                       stage_walked(node, name, st, seen);
+                                     });
+    if (walked && fds.compare >= 0) {
       count_removed(fds, entries);
     }
+  }
+
+  /// One entry of the walk of `node`: a directory is made and walked by a task
+  /// of its own, a hard-linked name set aside, a big file copied by a task of its own.
+  void stage_walked(const std::shared_ptr<DirNode>& node, const std::string& name, const struct stat& st,
+                    const ReadAhead::Seen* seen) {
+    const DirFds fds = node->fds();
+    if (S_ISDIR(st.st_mode)) {
+      if (!m_dry && ::mkdirat(fds.target, name.c_str(), 0700) != 0) {
+        throw Failure(
+            system_message("create directory " + in_quotes(staging_display(join_path(fds.relpath, name))), errno));
+      }
+      m_pool.submit([this, node, name]() mutable { stage_directory(std::move(node), name); });
+    } else if (st.st_nlink > 1) {
+      // Hard links are made after the walk, when the first name of each inode exists.
+      std::lock_guard lock(m_mutex);
+      m_links.push_back(LinkMember{std::string(fds.relpath), name, st, false});
+    } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
+      m_pool.submit(
+          [this, node, name, st, existing = existing_seen(seen)]() { stage_entry(node->fds(), name, st, existing); });
+    } else {
+      stage_entry(fds, name, st, existing_seen(seen));
+    }
+    m_counters.poll();
   }
 
   /// Stages one entry that is not a directory; returns how it compares. `seen`
@@ -353,7 +339,7 @@ class DirectoryStager {
       const int fd = checked(targets.open(record.relpath));
       // The staging root may carry xattrs of its own; the directories made here carry none.
       const ExistingXattrs existing = record.relpath.empty() ? ExistingXattrs::reconcile : ExistingXattrs::none;
-      checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.meta, record.xattrs, existing,
+      checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, existing,
                              staging_display(record.relpath)));
       m_counters.poll();
     }

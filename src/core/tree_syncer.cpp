@@ -106,13 +106,7 @@ class TreeSyncer {
     auto root = std::make_shared<DirNode>();
     root->source = open_payload_root(m_payload);
     root->dest = checked(reopen_directory(m_dest.get(), m_dest_display));
-    struct stat st {};
-    if (::fstat(root->source.get(), &st) != 0) {
-      throw Failure(system_message("stat " + in_quotes(m_payload.path().string()), errno));
-    }
-    m_source_dev = st.st_dev;
-    DirRecord record{"", NodeMeta::from_stat(st),
-                     checked(read_xattrs(NodeRef{-1, nullptr, root->source.get()}, payload_display(""))), false};
+    DirRecord record{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev), false};
     if (differs_from_dest(record, root->dest.get()) && !m_dry) {
       m_journal->before_change("", root->dest.get());
     }
@@ -135,8 +129,7 @@ class TreeSyncer {
  private:
   struct DirRecord {
     std::string relpath;
-    NodeMeta meta;
-    Xattrs xattrs;
+    DirMeta dir;
     bool made = false;  ///< made (or replaced) by this sync
   };
   struct Deletion {
@@ -156,8 +149,8 @@ class TreeSyncer {
     if (::fstat(dest_dir, &st) != 0) {
       throw Failure(system_message("stat " + in_quotes(dest_display(record.relpath)), errno));
     }
-    return !same_attributes(record.meta, NodeMeta::from_stat(st)) ||
-           !same_xattrs(record.xattrs,
+    return !same_attributes(record.dir.meta, NodeMeta::from_stat(st)) ||
+           !same_xattrs(record.dir.xattrs,
                         checked(read_xattrs(NodeRef{-1, nullptr, dest_dir}, dest_display(record.relpath))));
   }
 
@@ -178,13 +171,7 @@ class TreeSyncer {
       node->dest = checked(open_directory(parent->dest.get(), name.c_str(), dest_display(node->relpath)));
     }
     parent.reset();
-    struct stat st {};
-    if (::fstat(node->source.get(), &st) != 0) {
-      throw Failure(system_message("stat " + in_quotes(payload_display(node->relpath)), errno));
-    }
-    DirRecord record{node->relpath, NodeMeta::from_stat(st),
-                     checked(read_xattrs(NodeRef{-1, nullptr, node->source.get()}, payload_display(node->relpath))),
-                     made};
+    DirRecord record{node->relpath, read_dir_meta(node->source.get(), payload_display(node->relpath)), made};
     if (!made) {
       outcome = differs_from_dest(record, node->dest.get()) ? Outcome::changed : Outcome::unchanged;
       if (outcome == Outcome::changed && !m_dry) {
@@ -201,7 +188,8 @@ class TreeSyncer {
 
   void sync_entries(std::shared_ptr<DirNode> node) {
     const DirFds fds = node->fds();
-    auto entries = checked(read_directory(fds.source, payload_display(fds.relpath)));
+    const std::string display = payload_display(fds.relpath);
+    auto entries = checked(read_directory(fds.source, display));
     sort_by_inode(entries);
     std::unordered_set<std::string_view> names;
     names.reserve(entries.size());
@@ -215,35 +203,31 @@ class TreeSyncer {
     if (fds.dest >= 0 && !fds.fresh) {
       find_extras(fds, names);
     }
-    ReadAhead ahead(fds.source, fds.fresh ? -1 : fds.dest, entries,
-                    reads_payload_data(m_dry, m_copier, m_source_dev, m_dest_dev));
-    for (size_t i = 0; i < entries.size(); ++i) {
-      if (m_pool.cancelled()) {
-        return;
-      }
-      ahead.before(i);
-      const std::string& name = entries[i].name;
-      const ReadAhead::Seen* seen = ahead.seen(i);
-      struct stat st {};
-      if (seen != nullptr) {
-        st = seen->source;
-      } else if (::fstatat(fds.source, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        throw Failure(system_message("stat " + in_quotes(payload_display(join_path(fds.relpath, name))), errno));
-      }
-      // A directory this sync made is empty but for what the walk put there.
-      const std::optional<ExistingNode> existing = fds.fresh ? ExistingNode{} : existing_seen(seen);
-      if (S_ISDIR(st.st_mode)) {
-        prepare_directory(node, name);
-      } else if (st.st_nlink > 1) {
-        std::lock_guard lock(m_mutex);
-        m_links.push_back(LinkMember{std::string(fds.relpath), name, st, fds.fresh});
-      } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
-        m_pool.submit([this, node, name, st, existing]() { sync_entry(node->fds(), name, st, existing); });
-      } else {
-        sync_entry(fds, name, st, existing);
-      }
-      m_counters.poll();
+    const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_dest_dev);
+    walk_entries(fds.source, fds.fresh ? -1 : fds.dest, entries, display, reads_data, m_pool,
+                 [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
+                   sync_walked(node, name, st, seen);
+                 });
+  }
+
+  /// One entry of the walk of `node`: a directory is prepared and walked by a
+  /// task of its own, a hard-linked name set aside, a big file synced by a task of its own.
+  void sync_walked(const std::shared_ptr<DirNode>& node, const std::string& name, const struct stat& st,
+                   const ReadAhead::Seen* seen) {
+    const DirFds fds = node->fds();
+    // A directory this sync made is empty but for what the walk put there.
+    const std::optional<ExistingNode> existing = fds.fresh ? ExistingNode{} : existing_seen(seen);
+    if (S_ISDIR(st.st_mode)) {
+      prepare_directory(node, name);
+    } else if (st.st_nlink > 1) {
+      std::lock_guard lock(m_mutex);
+      m_links.push_back(LinkMember{std::string(fds.relpath), name, st, fds.fresh});
+    } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
+      m_pool.submit([this, node, name, st, existing]() { sync_entry(node->fds(), name, st, existing); });
+    } else {
+      sync_entry(fds, name, st, existing);
     }
+    m_counters.poll();
   }
 
   /// Removes a killed run's temporaries and lists what the payload does not have.
@@ -470,7 +454,7 @@ class TreeSyncer {
         continue;
       }
       const int fd = checked(dests.open(record.relpath));
-      checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.meta, record.xattrs, ExistingXattrs::reconcile,
+      checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, ExistingXattrs::reconcile,
                              dest_display(record.relpath)));
       m_counters.poll();
     }
