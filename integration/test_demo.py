@@ -2,10 +2,9 @@
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
-from conftest import HOIST_BIN
+from conftest import HOIST_BIN, run_recorded
 
 SOURCE_DIR = Path(os.environ.get("HOIST_SOURCE_DIR", Path(__file__).resolve().parent.parent))
 
@@ -16,8 +15,8 @@ def test_the_demo_upgrades_and_rolls_back(tmp_path):
     build_dir = tmp_path / "build"
     build_dir.mkdir()
     shutil.copy2(HOIST_BIN, build_dir / "hoist")
-    demo = subprocess.run([SOURCE_DIR / "scripts/demo"], env={**os.environ, "HOIST_BUILD_DIR": str(build_dir)},
-                          capture_output=True, text=True, timeout=300)
+    demo = run_recorded([SOURCE_DIR / "scripts/demo"], env={**os.environ, "HOIST_BUILD_DIR": str(build_dir)},
+                        capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     out = demo.stdout
     assert "hello from demo-app 1.0.0" in out

@@ -12,14 +12,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import HOIST_BIN
+from conftest import HOIST_BIN, RecordedPopen, run_recorded
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("mkfs.ext4"),
                                 reason="needs root, unshare and mkfs.ext4")
@@ -37,9 +35,9 @@ def make_ext4(path, size_mb=16, seed=None):
 
 
 def in_namespace(script, timeout=120):
-    """Runs a bash script in a private mount namespace; returns the result."""
-    return subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-euo", "pipefail", "-c", script],
-                          capture_output=True, text=True, timeout=timeout)
+    """Runs a bash script in a private mount namespace; returns the result (kept for the log audit)."""
+    return run_recorded(["unshare", "-m", "--propagation", "private", "bash", "-euo", "pipefail", "-c", script],
+                        capture_output=True, text=True, timeout=timeout)
 
 
 def host_skeleton(root):
@@ -240,7 +238,8 @@ def test_in_a_pod_the_remount_happens_in_the_hosts_namespace_and_in_the_pods_cop
     pod_root = work / "pod"
     (pod_root / "host").mkdir(parents=True)
     # Everything happens inside one private namespace of the test.
-    outer = subprocess.Popen(["unshare", "-m", "--propagation", "private", PYTHON, "-c", textwrap.dedent(f"""
+    # Its output carries hoist's (in the report), which communicate() keeps for the log audit.
+    outer = RecordedPopen(["unshare", "-m", "--propagation", "private", PYTHON, "-c", textwrap.dedent(f"""
         import subprocess, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         subprocess.run(["mount", "--bind", {str(hostfs)!r}, {str(hostfs)!r}], check=True)
