@@ -232,3 +232,40 @@ TEST_CASE("hard links of an archive are unchanged against link_dest only while t
   CHECK(hoist::test::read_text(tmp / "next/d/b") == "changed\n");
   CHECK(hoist::test::read_text(tmp / "current/d/b") == "same\n");
 }
+
+TEST_CASE("directories listed after their entries, or never, get the listed metadata or a default", "[archive]") {
+  ScopedTempDir tmp;
+  run("python3 - <<'EOF'\n"
+      "import io, tarfile\n"
+      "def add(t, name, kind, mode, mtime, data=b''):\n"
+      "    info = tarfile.TarInfo(name); info.mode = mode; info.mtime = mtime\n"
+      "    if kind == 'dir': info.type = tarfile.DIRTYPE; t.addfile(info)\n"
+      "    else: info.size = len(data); t.addfile(info, io.BytesIO(data))\n"
+      "with tarfile.open('" +
+      (tmp / "x.tar").string() +
+      "', 'w', format=tarfile.PAX_FORMAT) as t:\n"
+      "    add(t, 'a/b/f', 'file', 0o640, 1000000000, b'deep')\n"
+      "    add(t, 'a/', 'dir', 0o750, 1100000000)\n"
+      "    add(t, 'a/b', 'dir', 0o700, 1200000000)\n"
+      "    add(t, 'c/d', 'file', 0o644, 1300000000, b'unlisted parent')\n"
+      "EOF");
+  for (const bool dry : {true, false}) {
+    TransferOptions options;
+    options.dry_run = dry ? hoist::DryRun::yes : hoist::DryRun::no;
+    const auto staging = tmp / (dry ? "dry" : "staging");
+    const TransferStats stats = stage(tmp / "x.tar", staging, {}, options);
+    CHECK(stats.files_added == 5);  // a, a/b, a/b/f, c, c/d
+    if (dry) {
+      CHECK(hoist::test::entry_count(staging) == 0);
+      continue;
+    }
+    CHECK(hoist::test::read_text(staging / "a/b/f") == "deep");
+    CHECK(lstat_of(staging / "a").st_mode == (S_IFDIR | 0750));
+    CHECK(lstat_of(staging / "a").st_mtime == 1100000000);
+    CHECK(lstat_of(staging / "a/b").st_mode == (S_IFDIR | 0700));
+    CHECK(lstat_of(staging / "a/b").st_mtime == 1200000000);
+    // Never listed: 0755, as tar makes such a directory, not the 0700 it is made with while staging.
+    CHECK(lstat_of(staging / "c").st_mode == (S_IFDIR | 0755));
+    CHECK(hoist::test::read_text(staging / "c/d") == "unlisted parent");
+  }
+}
