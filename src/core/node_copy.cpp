@@ -199,21 +199,6 @@ Fd open_payload_root(const Payload& payload) {
   return root;
 }
 
-DirMeta read_dir_meta(int fd, std::string_view display, dev_t* dev) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    throw Failure(system_message("stat " + in_quotes(display), errno));
-  }
-  if (dev != nullptr) {
-    *dev = st.st_dev;
-  }
-  return DirMeta{NodeMeta::from_stat(st), checked(read_xattrs(NodeRef{-1, nullptr, fd}, display))};
-}
-
-void throw_stat_failure(std::string_view display, const std::string& name, int error) {
-  throw Failure(system_message("stat " + in_quotes(std::string(display) + "/" + name), error));
-}
-
 void for_each_link_group(std::vector<LinkMember>& members, const std::function<void(size_t, size_t)>& group) {
   std::sort(members.begin(), members.end(), [](const LinkMember& a, const LinkMember& b) {
     return std::tie(a.st.st_dev, a.st.st_ino, a.parent, a.name) < std::tie(b.st.st_dev, b.st.st_ino, b.parent, b.name);

@@ -3,7 +3,6 @@
 // Internal to the transfer engine: one entry of a payload directory, read,
 // compared with an existing entry, and written somewhere else.
 
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <functional>
@@ -95,45 +94,6 @@ void count_replaced(Counters& counters, int dirfd, const std::string& name, std:
 
 /// The payload directory, opened (again) from its path.
 Fd open_payload_root(const Payload& payload);
-
-/// A payload directory's own attributes and xattrs, which its copy gets last.
-struct DirMeta {
-  NodeMeta meta;
-  Xattrs xattrs;
-};
-
-/// Those of the open directory `fd`, and its device in `dev` when asked.
-DirMeta read_dir_meta(int fd, std::string_view display, dev_t* dev = nullptr);
-
-/// Throws the Failure of an lstat of `name` in the directory named `display`.
-[[noreturn]] void throw_stat_failure(std::string_view display, const std::string& name, int error);
-
-/// Hands the entries of the payload directory `source_dir` (`display` in
-/// errors) to `visit(name, st, seen)` in their order, each with its lstat: the
-/// one the read-ahead took (`seen`, else nullptr) where it took one. The
-/// read-ahead skips the files that `skip_dir` holds unchanged. False when
-/// `pool` was cancelled before the last entry.
-template <typename Visit>
-bool walk_entries(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, std::string_view display,
-                  bool reads_data, const WorkPool& pool, Visit&& visit) {
-  ReadAhead ahead(source_dir, skip_dir, entries, reads_data);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (pool.cancelled()) {
-      return false;
-    }
-    ahead.before(i);
-    const std::string& name = entries[i].name;
-    const ReadAhead::Seen* seen = ahead.seen(i);
-    struct stat st {};
-    if (seen != nullptr) {
-      st = seen->source;
-    } else if (::fstatat(source_dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      throw_stat_failure(display, name, errno);
-    }
-    visit(name, st, seen);
-  }
-  return true;
-}
 
 /// One name of a payload inode that has several: the walk sets them aside, and
 /// they are made after it, when the first name of each inode exists.

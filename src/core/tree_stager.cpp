@@ -22,6 +22,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
 #include "node_copy.hpp"
+#include "payload_walk.hpp"
 #include "read_ahead.hpp"
 #include "transfer_counters.hpp"
 #include "transfer_support.hpp"
@@ -32,10 +33,6 @@ namespace hoist {
 namespace transfer {
 
 namespace {
-
-// Files at least this big are copied by a task of their own, so that two big
-// files of one directory are copied by two threads.
-constexpr uint64_t k_own_task_bytes = uint64_t{1} << 20U;
 
 /// The three directories at one relative path (non-owning).
 struct DirFds {
@@ -54,16 +51,12 @@ struct DirNode {
   [[nodiscard]] DirFds fds() const { return DirFds{source.get(), target.get(), compare.get(), relpath}; }
 };
 
-class DirectoryStager {
+class DirectoryStager : PayloadWalk {
  public:
   DirectoryStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
-      : m_payload(payload),
-        m_options(options),
-        m_dry(options.dry_run == DryRun::yes),
+      : PayloadWalk(payload, options),
         m_staging_display(fd_display(staging_dir)),
-        m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()),
-        m_counters(options),
-        m_pool(transfer_threads(options.threads)) {
+        m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()) {
     m_staging = checked(reopen_directory(staging_dir, m_staging_display));
     if (link_dest >= 0) {
       m_compare = checked(reopen_directory(link_dest, m_compare_display));
@@ -90,12 +83,7 @@ class DirectoryStager {
       root->compare = checked(reopen_directory(m_compare.get(), m_compare_display));
     }
     m_dirs.push_back(DirRecord{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev)});
-    if (m_options.on_progress) {
-      // A progress bar needs the total: one walk of the payload's inodes, which the copy then finds cached.
-      m_counters.set_total(tree_bytes(root->source.get(), m_payload.path().string(), m_pool));
-    }
-    m_pool.submit([this, root]() mutable { stage_entries(std::move(root)); });
-    m_pool.run([this]() { m_counters.poll(); }, Counters::k_interval);
+    walk(root->source.get(), [this, root]() mutable { stage_entries(std::move(root)); });
     stage_hard_links();
     if (!m_dry) {
       apply_directory_metadata();
@@ -109,9 +97,6 @@ class DirectoryStager {
     DirMeta dir;
   };
 
-  [[nodiscard]] std::string payload_display(std::string_view relpath) const {
-    return relpath.empty() ? m_payload.path().string() : m_payload.path().string() + "/" + std::string(relpath);
-  }
   [[nodiscard]] std::string staging_display(std::string_view relpath) const {
     return relpath.empty() ? m_staging_display : m_staging_display + "/" + std::string(relpath);
   }
@@ -192,9 +177,8 @@ class DirectoryStager {
       m_pool.submit([this, node, name]() mutable { stage_directory(std::move(node), name); });
     } else if (st.st_nlink > 1) {
       // Hard links are made after the walk, when the first name of each inode exists.
-      std::lock_guard lock(m_mutex);
-      m_links.push_back(LinkMember{std::string(fds.relpath), name, st, false});
-    } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
+      set_aside_link(fds.relpath, name, st, false);
+    } else if (own_task(st)) {
       m_pool.submit(
           [this, node, name, st, existing = existing_seen(seen)]() { stage_entry(node->fds(), name, st, existing); });
     } else {
@@ -345,25 +329,13 @@ class DirectoryStager {
     }
   }
 
-  const Payload& m_payload;
-  const TransferOptions& m_options;
-  const bool m_dry;
   Fd m_staging;
   Fd m_compare;
   dev_t m_staging_dev = 0;
-  dev_t m_source_dev = 0;
-  mode_t m_umask = current_umask();
-  uid_t m_euid = ::geteuid();
-  gid_t m_egid = ::getegid();
   std::string m_staging_display;
   std::string m_compare_display;
-  Counters m_counters;
-  FileCopier m_copier;
-  WorkPool m_pool;
   std::atomic<bool> m_link_works{true};
-  std::mutex m_mutex;
-  std::vector<DirRecord> m_dirs;
-  std::vector<LinkMember> m_links;
+  std::vector<DirRecord> m_dirs;  ///< guarded by m_mutex during the walk
 };
 
 }  // namespace

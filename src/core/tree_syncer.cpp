@@ -25,6 +25,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
 #include "node_copy.hpp"
+#include "payload_walk.hpp"
 #include "read_ahead.hpp"
 #include "sync_backup.hpp"
 #include "transfer_counters.hpp"
@@ -37,7 +38,6 @@ namespace transfer {
 
 namespace {
 
-constexpr uint64_t k_own_task_bytes = uint64_t{1} << 20U;
 // Room in NAME_MAX (255) for k_temp_prefix, a dot and the random part.
 constexpr size_t k_temp_name_keep = 200;
 
@@ -76,15 +76,10 @@ struct DirNode {
   [[nodiscard]] DirFds fds() const { return DirFds{source.get(), dest.get(), relpath, fresh}; }
 };
 
-class TreeSyncer {
+class TreeSyncer : PayloadWalk {
  public:
   TreeSyncer(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& options)
-      : m_payload(payload),
-        m_options(options),
-        m_dry(options.dry_run == DryRun::yes),
-        m_dest_display(fd_display(dest_dir)),
-        m_counters(options),
-        m_pool(transfer_threads(options.threads)) {
+      : PayloadWalk(payload, options), m_dest_display(fd_display(dest_dir)) {
     if (payload.type() != PayloadType::directory) {
       throw UsageError("cannot sync '" + payload.path().string() + "' in place: the sync kind takes a directory");
     }
@@ -111,12 +106,7 @@ class TreeSyncer {
       m_journal->before_change("", root->dest.get());
     }
     m_dirs.push_back(std::move(record));
-    if (m_options.on_progress) {
-      // A progress bar needs the total: one walk of the payload's inodes, which the copy then finds cached.
-      m_counters.set_total(tree_bytes(root->source.get(), m_payload.path().string(), m_pool));
-    }
-    m_pool.submit([this, root]() mutable { sync_entries(std::move(root)); });
-    m_pool.run([this]() { m_counters.poll(); }, Counters::k_interval);
+    walk(root->source.get(), [this, root]() mutable { sync_entries(std::move(root)); });
     sync_hard_links();
     if (!m_dry) {
       // rsync --delete-after: the new entries exist before the old ones go.
@@ -137,9 +127,6 @@ class TreeSyncer {
     std::string name;
   };
 
-  [[nodiscard]] std::string payload_display(std::string_view relpath) const {
-    return relpath.empty() ? m_payload.path().string() : m_payload.path().string() + "/" + std::string(relpath);
-  }
   [[nodiscard]] std::string dest_display(std::string_view relpath) const {
     return relpath.empty() ? m_dest_display : m_dest_display + "/" + std::string(relpath);
   }
@@ -220,9 +207,8 @@ class TreeSyncer {
     if (S_ISDIR(st.st_mode)) {
       prepare_directory(node, name);
     } else if (st.st_nlink > 1) {
-      std::lock_guard lock(m_mutex);
-      m_links.push_back(LinkMember{std::string(fds.relpath), name, st, fds.fresh});
-    } else if (S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(k_own_task_bytes) && m_pool.threads() > 1) {
+      set_aside_link(fds.relpath, name, st, fds.fresh);
+    } else if (own_task(st)) {
       m_pool.submit([this, node, name, st, existing]() { sync_entry(node->fds(), name, st, existing); });
     } else {
       sync_entry(fds, name, st, existing);
@@ -460,24 +446,12 @@ class TreeSyncer {
     }
   }
 
-  const Payload& m_payload;
-  const TransferOptions& m_options;
-  const bool m_dry;
   std::string m_dest_display;
   Fd m_dest;
   dev_t m_dest_dev = 0;
-  dev_t m_source_dev = 0;
-  mode_t m_umask = current_umask();
-  uid_t m_euid = ::geteuid();
-  gid_t m_egid = ::getegid();
   std::optional<SyncJournal> m_journal;
-  Counters m_counters;
-  FileCopier m_copier;
-  WorkPool m_pool;
-  std::mutex m_mutex;
-  std::vector<DirRecord> m_dirs;
-  std::vector<LinkMember> m_links;
-  std::vector<Deletion> m_deletions;
+  std::vector<DirRecord> m_dirs;      ///< guarded by m_mutex during the walk
+  std::vector<Deletion> m_deletions;  ///< guarded by m_mutex during the walk
 };
 
 }  // namespace
