@@ -29,7 +29,8 @@ bool xattrs_unsupported(int errnum) {
   return errnum == ENOTSUP || errnum == ENOSYS;
 }
 
-// getxattrat(2) and listxattrat(2), Linux 6.13: the same number on every architecture.
+// getxattrat(2) and listxattrat(2), Linux 6.13: the same numbers on every architecture hoist builds for
+// (the unified syscall table; alpha alone numbers them otherwise).
 constexpr long k_sys_getxattrat = 464;
 constexpr long k_sys_listxattrat = 465;
 
