@@ -210,7 +210,12 @@ void ArchiveIndex::mark_listed(Id id) {
 void ArchiveIndex::add(std::string_view path, const EntryState& state) {
   const auto [parent_path, name] = split_last(path);
   const std::optional<Id> parent = find_directory(parent_path);
-  if (!parent || find_child(*parent, name)) {
+  // Room for one more entry (m_count counts the root, which has no slot), then its one lookup.
+  if (static_cast<size_t>(m_count) * 8 > m_slots.size() * 7) {
+    grow_slots();
+  }
+  const size_t slot = parent ? slot_of(*parent, name) : 0;
+  if (!parent || m_slots[slot] != 0) {
     throw std::logic_error("archive index: added an entry without its directory, or twice");
   }
   const Id id = new_node(*parent, name);
@@ -221,10 +226,7 @@ void ArchiveIndex::add(std::string_view path, const EntryState& state) {
   if (state.implicit) {
     m_implicit_records.emplace(id, state.dir_record);
   }
-  if ((static_cast<size_t>(m_count) - 1) * 8 > m_slots.size() * 7) {
-    grow_slots();
-  }
-  m_slots[slot_of(*parent, name)] = id + 1;
+  m_slots[slot] = id + 1;
   if (state.type == S_IFDIR && path == m_last_parent) {
     m_last_parent_id = id;
   }
