@@ -8,14 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <unordered_set>
 #include <vector>
 
