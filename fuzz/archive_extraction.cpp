@@ -41,6 +41,12 @@ struct Scratch {
     fs::create_directories(dir / "root/outside");
     std::ofstream(dir / "root/outside/keep") << "keep\n";
   }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
 };
 
 void check_outside(const fs::path& root) {
