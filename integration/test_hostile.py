@@ -192,6 +192,23 @@ def test_a_hostile_archive_is_refused_and_the_host_is_untouched(installed, tmp_p
     assert not os.path.lexists("/etc/" + ESCAPE)
 
 
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_hostile_archive_refused_on_a_fresh_host_leaves_it_exactly_as_it_was(host_root, tmp_path, case):
+    # A first install: nothing of the component exists, so the run makes its destination's directories
+    # (/opt, /opt/deep, /opt/deep/app) before the entry is refused. It must take them back and record no
+    # state, as a failed verification does; only the lock file in /run may be new.
+    entries, _, code, message = REFUSED[case]
+    archive = build_archive(tmp_path / "payload", "tar", entries)
+    before = manifest_without(host_root, "run/hoist")
+    result = upgrade(host_root, "--component", "app", "--kind", "tree", "--source", archive, "--destination",
+                     "/opt/deep/app", "--version", "1.0.0")
+    assert result.returncode == code, result
+    assert message in result.stderr, result
+    assert manifest_without(host_root, "run/hoist") == before
+    assert not os.path.lexists(host_root / "opt") and not os.path.lexists(host_root / "var/lib/hoist")
+    assert not os.path.lexists("/tmp/" + ESCAPE)
+
+
 def test_a_decompression_bomb_is_refused_by_the_default_ratio(installed, tmp_path):
     # 64 MiB of zeros in one entry: gzip makes it about 1000 times smaller.
     bomb = tmp_path / "bomb.tar.gz"

@@ -53,6 +53,24 @@ def test_a_full_disk_exits_1_keeps_the_old_version_and_removes_the_partial(host_
     upgrade(host_root, *tree_args(v2, "2.0.0"), check=0)
 
 
+@pytest.mark.parametrize("kind", ["tree", "sync"])
+def test_a_first_install_on_a_full_disk_takes_back_the_directories_it_made(host_root, tmp_path, mounts, kind):
+    (host_root / "opt").mkdir()
+    mounts("-t", "tmpfs", "-o", "size=1m", "tmpfs", target=host_root / "opt")
+    (host_root / "opt/keep").write_text("not hoist's\n")
+    v1 = make_tree(tmp_path / "v1", {"small": "v1\n", "big": os.urandom(3 << 20)}, 1)
+    result = upgrade(host_root, "--component", "app", "--kind", kind, "--source", v1, "--destination",
+                     "/opt/deep/app", "--version", "1.0.0", check=1)
+    assert "No space left on device" in result.stderr
+    # /opt/deep, /opt/deep/app (and the sync's backups beside it) were made by the run: none is left.
+    assert sorted(p.name for p in (host_root / "opt").iterdir()) == ["keep"]
+    assert (host_root / "opt/keep").read_text() == "not hoist's\n"
+    # A full disk is no fault of the input: the failure is recorded for `hoist status`.
+    last = state_of(host_root, "app")["last_result"]
+    assert last["outcome"] == "failed" and "No space left on device" in last["message"], last
+    assert state_of(host_root, "app")["current"] == ""
+
+
 def test_a_read_only_destination_exits_1_with_a_clear_error(host_root, tmp_path, mounts):
     v1 = make_tree(tmp_path / "v1", {"a": "v1\n"}, 1)
     v2 = make_tree(tmp_path / "v2", {"a": "v2!\n"}, 2)

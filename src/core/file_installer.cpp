@@ -32,7 +32,7 @@ class FileInstaller final : public LinkedVersionInstaller {
       : LinkedVersionInstaller(root, std::move(target)) {}
 
   TransferStats stage(const Payload& payload, const std::string& version, const TransferOptions& options) override {
-    HostDir versions = HostDir::create(m_root, m_versions_path).value();
+    HostDir versions = HostDir::create(m_root, m_versions_path, 0755, &m_made).value();
     adopt_foreign_file(versions);
     // Also a copy that a killed run made: its state never learned of it.
     m_adopted = has_version(versions, std::string(k_pre_hoist_version));

@@ -73,12 +73,13 @@ void LinkedVersionInstaller::undo_commit() {
 }
 
 void LinkedVersionInstaller::discard_staged() {
-  if (m_staged.empty()) {
-    return;
+  if (!m_staged.empty()) {
+    HostDir versions = HostDir::open(m_root, m_versions_path).value();
+    versions.remove_entry(entry_name(m_staged)).value();
+    m_staged.clear();
   }
-  HostDir versions = HostDir::open(m_root, m_versions_path).value();
-  versions.remove_entry(entry_name(m_staged)).value();
-  m_staged.clear();
+  // A first install takes back the directories it made.
+  HostDir::remove_made(m_root, m_made).value();
 }
 
 void LinkedVersionInstaller::check_rollback(const std::string& version, const std::string& /*current*/) {
@@ -185,7 +186,7 @@ TransferStats LinkedVersionInstaller::preview_payload_file(const Payload& payloa
 }
 
 void LinkedVersionInstaller::switch_link(const std::string& version) {
-  HostDir parent = HostDir::create(m_root, m_dest_parent).value();
+  HostDir parent = HostDir::create(m_root, m_dest_parent, 0755, &m_made).value();
   auto old = read_symlink(parent.fd(), m_link_name, parent.display(m_link_name));
   m_old_link = old ? *old : link_before_first_switch(parent);
   replace_symlink(parent.fd(), m_link_name, link_target(version), parent.display(m_link_name)).value();

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "hoist/core/installer.hpp"
 #include "hoist/sys/host_dir.hpp"
@@ -68,9 +69,10 @@ class LinkedVersionInstaller : public Installer {
 
   const HostRoot& m_root;
   InstallTarget m_target;
-  std::string m_link_name;      ///< the destination's file name
-  std::string m_dest_parent;    ///< the destination's directory (host path)
-  std::string m_versions_path;  ///< <state>/<component> (host path)
+  std::string m_link_name;          ///< the destination's file name
+  std::string m_dest_parent;        ///< the destination's directory (host path)
+  std::string m_versions_path;      ///< <state>/<component> (host path)
+  std::vector<std::string> m_made;  ///< the directories this object made (host paths), for discard_staged()
 
  private:
   void switch_link(const std::string& version);

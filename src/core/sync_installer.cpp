@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "hoist/core/installer.hpp"
 #include "hoist/sys/atomic_file.hpp"
@@ -125,8 +126,8 @@ class SyncInstaller final : public Installer {
 
   TransferStats commit(const Payload& payload, const std::string& version, const std::string& installed,
                        const TransferOptions& options) override {
-    HostDir dest = HostDir::create(m_root, m_target.destination).value();
-    HostDir backups = HostDir::create(m_root, m_backups_path, 0700).value();
+    HostDir dest = HostDir::create(m_root, m_target.destination, 0755, &m_made).value();
+    HostDir backups = HostDir::create(m_root, m_backups_path, 0700, &m_made).value();
     check_same_filesystem(dest, backups);
     const bool repair = installed == version;
     if (!repair && backups.stat(undo_entry(version, installed))) {
@@ -188,7 +189,10 @@ class SyncInstaller final : public Installer {
     m_committed.clear();
   }
 
-  void discard_staged() override {}
+  void discard_staged() override {
+    // A first install takes back the destination and backup directories that commit() made.
+    HostDir::remove_made(m_root, m_made).value();
+  }
 
   TransferStats preview(const Payload& payload, const std::string& /*installed*/,
                         const TransferOptions& options) override {
@@ -270,7 +274,8 @@ class SyncInstaller final : public Installer {
   InstallTarget m_target;
   Durability m_durability;
   std::string m_backups_path;
-  std::string m_committed;  ///< the undo.<v>@<u> backup of this object's commit
+  std::string m_committed;          ///< the undo.<v>@<u> backup of this object's commit
+  std::vector<std::string> m_made;  ///< the directories commit() made (host paths), for discard_staged()
 };
 
 }  // namespace

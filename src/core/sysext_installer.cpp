@@ -39,7 +39,7 @@ class SysextInstaller final : public LinkedVersionInstaller {
 
   TransferStats stage(const Payload& payload, const std::string& version, const TransferOptions& options) override {
     check_payload_type(payload);
-    HostDir versions = HostDir::create(m_root, m_versions_path).value();
+    HostDir versions = HostDir::create(m_root, m_versions_path, 0755, &m_made).value();
     if (staged_before(versions, version, m_directory ? "is not a directory" : "is not a regular file")) {
       return {};
     }

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <string>
+#include <vector>
 
 #include "hoist/core/installer.hpp"
 #include "hoist/sys/atomic_file.hpp"
@@ -68,7 +70,7 @@ class TreeInstaller final : public Installer {
   }
 
   TransferStats stage(const Payload& payload, const std::string& version, const TransferOptions& options) override {
-    HostDir dest = HostDir::create(m_root, m_target.destination).value();
+    HostDir dest = HostDir::create(m_root, m_target.destination, 0755, &m_made).value();
     if (const auto st = dest.stat(version)) {
       if (!S_ISDIR(st->st_mode)) {
         throw Failure("cannot install version " + version + ": '" + dest.display(version) +
@@ -118,12 +120,13 @@ class TreeInstaller final : public Installer {
   }
 
   void discard_staged() override {
-    if (m_staged.empty()) {
-      return;
+    if (!m_staged.empty()) {
+      HostDir dest = HostDir::open(m_root, m_target.destination).value();
+      dest.remove_entry(m_staged).value();
+      m_staged.clear();
     }
-    HostDir dest = HostDir::open(m_root, m_target.destination).value();
-    dest.remove_entry(m_staged).value();
-    m_staged.clear();
+    // A first install takes back the destination directories it made.
+    HostDir::remove_made(m_root, m_made).value();
   }
 
   TransferStats preview(const Payload& payload, const std::string& /*installed*/,
@@ -219,7 +222,8 @@ class TreeInstaller final : public Installer {
   const HostRoot& m_root;
   InstallTarget m_target;
   Durability m_durability;
-  std::string m_staged;  ///< the version this object staged, until switched or discarded
+  std::string m_staged;             ///< the version this object staged, until switched or discarded
+  std::vector<std::string> m_made;  ///< the directories stage() made (host paths)
   bool m_committed = false;
   std::string m_old_current;
   std::string m_old_previous;

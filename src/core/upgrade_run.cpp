@@ -318,8 +318,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
         std::printf("%s: %s\n", work.name().c_str(), work.gate.message.c_str());
         continue;
       }
-      print_preview(work,
-                    work.installer->preview(work.item.payload, work.installed_text(), transfer_options(work, nullptr, options)));
+      print_preview(work, work.installer->preview(work.item.payload, work.installed_text(),
+                                                  transfer_options(work, nullptr, options)));
     }
     std::printf("dry run: nothing was changed\n");
     return ExitCode::ok;
@@ -349,7 +349,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       const auto start = std::chrono::steady_clock::now();
       ProgressReporter progress(work.name(), options.progress);
       work.staged = true;
-      work.stats = work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress, options));
+      work.stats =
+          work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress, options));
       progress.finish();
       if (work.item.spec.kind != ComponentKind::sync) {
         spdlog::info("{}: staged {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
@@ -364,8 +365,9 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       const auto start = std::chrono::steady_clock::now();
       ProgressReporter progress(work.name(), options.progress);
       work.committed = true;
-      const TransferStats synced = work.installer->commit(work.item.payload, work.item.target.text(),
-                                                          work.installed_text(), transfer_options(work, &progress, options));
+      const TransferStats synced =
+          work.installer->commit(work.item.payload, work.item.target.text(), work.installed_text(),
+                                 transfer_options(work, &progress, options));
       progress.finish();
       if (work.item.spec.kind == ComponentKind::sync) {
         work.stats = synced;
@@ -379,7 +381,12 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     }
   } catch (const std::exception& e) {
     undo(works);
-    record_all(store, works, outcome::k_failed, e.what(), Everyone::yes);
+    // Bad input (an archive entry refused while staging) leaves a first install
+    // no state, as a failed verification does: undo() took back what it made.
+    const auto* error = dynamic_cast<const Error*>(&e);
+    const bool bad_input =
+        error != nullptr && (error->code() == ExitCode::verification || error->code() == ExitCode::usage);
+    record_all(store, works, outcome::k_failed, e.what(), bad_input ? Everyone::no : Everyone::yes);
     throw;
   }
 

@@ -25,6 +25,14 @@ std::string parent_of(const std::string& host_path) {
   return trimmed.substr(0, slash);
 }
 
+std::string base_name_of(const std::string& host_path) {
+  std::string name = host_path;
+  while (name.size() > 1 && name.back() == '/') {
+    name.pop_back();
+  }
+  return name.substr(name.rfind('/') + 1);
+}
+
 }  // namespace
 
 Expected<HostDir> HostDir::open(const HostRoot& root, const std::string& host_path) {
@@ -35,28 +43,50 @@ Expected<HostDir> HostDir::open(const HostRoot& root, const std::string& host_pa
   return HostDir(std::move(*fd), root.display(host_path));
 }
 
-Expected<HostDir> HostDir::create(const HostRoot& root, const std::string& host_path, mode_t mode) {
+Expected<HostDir> HostDir::create(const HostRoot& root, const std::string& host_path, mode_t mode,
+                                  std::vector<std::string>* made) {
   auto existing = open(root, host_path);
   if (existing || existing.error().errnum != ENOENT) {
     return existing;
   }
   const std::string parent_path = parent_of(host_path);
-  auto parent = parent_path == host_path ? open(root, parent_path) : create(root, parent_path, mode);
+  auto parent = parent_path == host_path ? open(root, parent_path) : create(root, parent_path, mode, made);
   if (!parent) {
     return parent.error();
   }
-  std::string name = host_path;
-  while (name.size() > 1 && name.back() == '/') {
-    name.pop_back();
-  }
-  name = name.substr(name.rfind('/') + 1);
-  if (::mkdirat(parent->fd(), name.c_str(), mode) != 0 && errno != EEXIST) {
-    return sys_error("create directory '" + root.display(host_path) + "'");
+  const std::string name = base_name_of(host_path);
+  if (::mkdirat(parent->fd(), name.c_str(), mode) != 0) {
+    if (errno != EEXIST) {
+      return sys_error("create directory '" + root.display(host_path) + "'");
+    }
+  } else if (made != nullptr) {
+    made->push_back(host_path);
   }
   if (auto synced = parent->sync(); !synced) {
     return synced.error();
   }
   return open(root, host_path);
+}
+
+Expected<void> HostDir::remove_made(const HostRoot& root, std::vector<std::string>& made) {
+  std::vector<std::string> dirs;
+  dirs.swap(made);
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    auto parent = open(root, parent_of(*it));
+    if (!parent) {
+      return parent.error();
+    }
+    if (::unlinkat(parent->fd(), base_name_of(*it).c_str(), AT_REMOVEDIR) != 0) {
+      if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOENT) {
+        return {};  // not empty (or gone): neither it nor what holds it is this run's alone
+      }
+      return sys_error("remove the directory '" + root.display(*it) + "' that this run made");
+    }
+    if (auto synced = parent->sync(); !synced) {
+      return synced.error();
+    }
+  }
+  return {};
 }
 
 Expected<HostDir> HostDir::child(const std::string& name) const {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hoist/sys/host_root.hpp"
 #include "hoist/util/expected.hpp"
@@ -23,8 +24,15 @@ class HostDir {
 
   /// `mkdir -p` of `host_path` inside `root`, then opens it. The directory
   /// that receives each new entry is fsynced, so that a directory created here
-  /// is still there after a crash.
-  static Expected<HostDir> create(const HostRoot& root, const std::string& host_path, mode_t mode = 0755);
+  /// is still there after a crash. The host paths of the directories it made
+  /// are appended to `made` (outermost first), for remove_made().
+  static Expected<HostDir> create(const HostRoot& root, const std::string& host_path, mode_t mode = 0755,
+                                  std::vector<std::string>* made = nullptr);
+
+  /// Removes the directories that create() made (innermost first) while they
+  /// are empty, so that a run that failed leaves the host as it found it; stops
+  /// quietly at the first that is not empty. Clears `made`.
+  [[nodiscard]] static Expected<void> remove_made(const HostRoot& root, std::vector<std::string>& made);
 
   /// Opens the subdirectory `name` (a single component, never followed when it
   /// is a symlink).
