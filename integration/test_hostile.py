@@ -246,7 +246,8 @@ def test_a_small_archive_may_compress_well(installed, tmp_path):
 def test_bad_limit_values_are_usage_errors(installed, tmp_path):
     archive = build_archive(tmp_path / "payload", "tar", [reg("a")])
     for flag, value in (("--max-unpack-ratio", "-1"), ("--max-unpacked-bytes", "lots"),
-                        ("--max-unpacked-bytes", "-5")):
+                        ("--max-unpacked-bytes", "-5"), ("--threads", "0"), ("--threads", "65"),
+                        ("--threads", "two")):
         expect_refused(installed, tmp_path, archive, 2, flag, flag, value)
 
 

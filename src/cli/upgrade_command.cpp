@@ -42,15 +42,19 @@ class UpgradeCommand final : public Command {
                       "the PEM public key (Ed25519 or ECDSA P-256) to check it with");
     m_app->add_option("--manifest", m_manifest, "upgrade the components a payload manifest (JSON) lists");
     m_app->add_flag("--dry-run", m_dry_run, "print what would change; change nothing");
-    m_app->add_option("--max-unpacked-bytes", m_max_unpacked_bytes,
-                      "refuse an archive payload that unpacks to more than this many bytes (0: no limit)")
+    m_app
+        ->add_option("--max-unpacked-bytes", m_max_unpacked_bytes,
+                     "refuse an archive payload that unpacks to more than this many bytes (0: no limit)")
         ->check(CLI::NonNegativeNumber)
         ->default_str("0");
-    m_app->add_option("--max-unpack-ratio", m_max_unpack_ratio,
-                      "refuse an archive payload that unpacks to more than this multiple of its size, once past "
-                      "16 MiB (a decompression bomb; 0: no limit)")
+    m_app
+        ->add_option("--max-unpack-ratio", m_max_unpack_ratio,
+                     "refuse an archive payload that unpacks to more than this multiple of its size, once past "
+                     "16 MiB (a decompression bomb; 0: no limit)")
         ->check(CLI::NonNegativeNumber)
         ->default_str(std::to_string(k_default_unpack_ratio));
+    m_app->add_option("--threads", m_threads, "the transfer's worker threads (default: twice the cores, at most 16)")
+        ->check(CLI::Range(1U, 64U));
     m_host.add_to(*m_app);  // --remount, --restart, --reboot…: with --manifest too
     return m_app;
   }
@@ -98,6 +102,7 @@ class UpgradeCommand final : public Command {
     options.host = m_host.actions();
     options.max_unpacked_bytes = m_max_unpacked_bytes;
     options.max_unpack_ratio = static_cast<double>(m_max_unpack_ratio);
+    options.threads = m_threads;
     return run_upgrade(context, std::move(items), options);
   }
 
@@ -112,6 +117,7 @@ class UpgradeCommand final : public Command {
   bool m_dry_run = false;
   uint64_t m_max_unpacked_bytes = 0;
   uint64_t m_max_unpack_ratio = k_default_unpack_ratio;
+  unsigned m_threads = 0;
   std::string m_manifest;
   HostActionOptions m_host;
 };

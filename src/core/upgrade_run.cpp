@@ -110,6 +110,7 @@ TransferOptions transfer_options(const Work& work, ProgressReporter* progress, c
   options.compare = work.item.spec.compare;
   options.max_unpacked_bytes = run.max_unpacked_bytes;
   options.max_unpack_ratio = run.max_unpack_ratio;
+  options.threads = run.threads;
   if (progress != nullptr) {
     options.on_progress = [progress](const TransferStats& stats) { progress->update(stats); };
   }

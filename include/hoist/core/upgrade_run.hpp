@@ -61,6 +61,8 @@ struct UpgradeOptions {
   /// Archive payloads: TransferOptions' limits against decompression bombs (0: none).
   uint64_t max_unpacked_bytes = 0;
   double max_unpack_ratio = 0;
+  /// The transfer's worker threads (TransferOptions::threads; 0: twice the cores, at most 16).
+  unsigned threads = 0;
 };
 
 /// `hoist upgrade`, DESIGN.md's run order: lock, state and gate (one gate for
