@@ -105,6 +105,9 @@ class ArchiveStager {
     const std::string_view raw = entry_path(entry);
     std::string path = normalize_entry_name(raw, m_archive);
     const NodeMeta meta = entry_meta(entry);
+    if (auto problem = entry_acl_problem(entry)) {
+      refuse_entry(raw, m_archive, *problem);
+    }
     if (path.empty()) {
       if (meta.type() != S_IFDIR) {
         refuse_entry(raw, m_archive, "it names the payload root but is not a directory");

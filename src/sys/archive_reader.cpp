@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -56,8 +59,11 @@ uint16_t acl_tag(int tag) {
 
 /// The entry's POSIX ACL of `type` (ACCESS or DEFAULT); empty when it has none.
 /// libarchive keeps the owner, group and other entries of an access ACL in the
-/// mode and gives them back first when there are other entries.
-std::vector<PosixAclEntry> entry_acl(archive_entry* entry, int type) {
+/// mode and gives them back first when there are other entries. A named user or
+/// group entry that the archive gave without a numeric id (GNU tar's --acls
+/// writes `user:alice:rw-`) comes back with the id -1; `names`, when given,
+/// receives the first such entry's tag and name.
+std::vector<PosixAclEntry> entry_acl(archive_entry* entry, int type, std::string* names = nullptr) {
   std::vector<PosixAclEntry> acl;
   if (archive_entry_acl_reset(entry, type) <= 0) {
     return acl;
@@ -72,9 +78,21 @@ std::vector<PosixAclEntry> entry_acl(archive_entry* entry, int type) {
     if (kernel_tag == 0) {
       continue;  // NFSv4 "everyone": not a POSIX ACL entry
     }
+    const bool named = kernel_tag == PosixAclEntry::user || kernel_tag == PosixAclEntry::group;
+    if (named && id < 0 && names != nullptr && names->empty()) {
+      *names =
+          std::string(kernel_tag == PosixAclEntry::user ? "user '" : "group '") + (name != nullptr ? name : "") + "'";
+    }
     acl.push_back(PosixAclEntry{kernel_tag, static_cast<uint16_t>(permset & 07), static_cast<uint32_t>(id)});
   }
   return acl;
+}
+
+constexpr std::pair<int, const char*> k_acl_kinds[] = {{ARCHIVE_ENTRY_ACL_TYPE_ACCESS, "system.posix_acl_access"},
+                                                       {ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, "system.posix_acl_default"}};
+
+bool has_xattr(const Xattrs& xattrs, std::string_view name) {
+  return std::any_of(xattrs.begin(), xattrs.end(), [name](const Xattr& x) { return x.name == name; });
 }
 
 }  // namespace
@@ -203,25 +221,69 @@ Xattrs entry_xattrs(archive_entry* entry) {
       if (name == nullptr || *name == '\0') {
         continue;
       }
-      // An archive may list a name twice; the last one wins, as it would on disk.
+      std::string bytes(static_cast<const char*>(value), size);
+      // GNU tar --selinux stores a label twice: as a string (RHT.security.selinux) and
+      // as the raw xattr, which ends with the NUL that setfilecon() wrote. The raw
+      // value is the one kept, whichever order libarchive gives them in.
+      if (std::string_view(name) == "security.selinux" &&
+          std::any_of(xattrs.begin(), xattrs.end(), [&](const Xattr& x) {
+            return x.name == name && x.value.size() == bytes.size() + 1 && x.value.back() == '\0' &&
+                   x.value.starts_with(bytes);
+          })) {
+        continue;
+      }
+      // Otherwise, an archive that lists a name twice: the last one wins, as it would on disk.
       std::erase_if(xattrs, [&](const Xattr& x) { return x.name == name; });
-      xattrs.push_back(Xattr{name, std::string(static_cast<const char*>(value), size)});
+      xattrs.push_back(Xattr{name, std::move(bytes)});
     }
   }
-  const std::pair<int, const char*> kinds[] = {{ARCHIVE_ENTRY_ACL_TYPE_ACCESS, "system.posix_acl_access"},
-                                               {ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, "system.posix_acl_default"}};
-  for (const auto& [type, acl_name] : kinds) {
-    auto acl = entry_acl(entry, type);
-    if (acl.empty()) {
+  for (const auto& [type, name] : k_acl_kinds) {
+    // An ACL that came as an xattr too (GNU tar --xattrs-include='system.*') is the
+    // kernel's own form, with numeric ids: it is taken as it is.
+    if (has_xattr(xattrs, name)) {
       continue;
     }
-    // An ACL that came as an xattr too is taken from the parsed form.
-    const char* const name = acl_name;  // a structured binding cannot be captured before C++20's P1091 (clang 16)
-    std::erase_if(xattrs, [name](const Xattr& x) { return x.name == name; });
-    xattrs.push_back(Xattr{name, encode_posix_acl(std::move(acl))});
+    auto acl = entry_acl(entry, type);
+    if (!acl.empty()) {
+      xattrs.push_back(Xattr{name, encode_posix_acl(std::move(acl))});
+    }
   }
   std::sort(xattrs.begin(), xattrs.end(), [](const Xattr& a, const Xattr& b) { return a.name < b.name; });
   return xattrs;
+}
+
+std::optional<std::string> entry_acl_problem(archive_entry* entry) {
+  if (archive_entry_acl_count(entry, ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) <= 0) {
+    return std::nullopt;
+  }
+  std::optional<Xattrs> raw;
+  for (const auto& [type, name] : k_acl_kinds) {
+    std::string names;
+    entry_acl(entry, type, &names);
+    if (names.empty()) {
+      continue;
+    }
+    if (!raw) {
+      raw = Xattrs{};
+      if (archive_entry_xattr_reset(entry) > 0) {
+        const char* xattr_name = nullptr;
+        const void* value = nullptr;
+        size_t size = 0;
+        while (archive_entry_xattr_next(entry, &xattr_name, &value, &size) == ARCHIVE_OK) {
+          if (xattr_name != nullptr) {
+            raw->push_back(Xattr{xattr_name, {}});
+          }
+        }
+      }
+    }
+    if (!has_xattr(*raw, name)) {
+      return std::string("its ") + (type == ARCHIVE_ENTRY_ACL_TYPE_ACCESS ? "access" : "default") + " ACL names " +
+             names +
+             " without a numeric id, and hoist keeps ids, never names (GNU tar --acls writes names: add "
+             "--xattrs --xattrs-include='system.posix_acl_*', or make the archive with bsdtar)";
+    }
+  }
+  return std::nullopt;
 }
 
 std::string_view entry_path(archive_entry* entry) {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -66,8 +67,14 @@ class ArchiveReader {
 NodeMeta entry_meta(archive_entry* entry);
 
 /// The xattrs of an archive entry, with its POSIX ACLs (which libarchive keeps
-/// apart, parsed) encoded as `system.posix_acl_access`/`_default` xattrs.
+/// apart, parsed) encoded as `system.posix_acl_access`/`_default` xattrs, unless
+/// the archive has that xattr itself (then it is taken as it is).
 Xattrs entry_xattrs(archive_entry* entry);
+
+/// Why the entry's POSIX ACLs cannot be written as they are, or nullopt: an ACL
+/// entry that names a user or group without a numeric id (and no xattr of that
+/// ACL to take instead). hoist keeps numeric ids, as rsync --numeric-ids does.
+std::optional<std::string> entry_acl_problem(archive_entry* entry);
 
 /// The entry's path as stored. NUL cannot appear in it: libarchive cuts names there.
 std::string_view entry_path(archive_entry* entry);
