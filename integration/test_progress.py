@@ -1,0 +1,80 @@
+"""Progress, as users see it: on a terminal a live bar (percent, files, bytes, rate, time left) redrawn in place;
+in a Job's log (stderr not a terminal) one log line every 5 s. The run is made slow on purpose with strace's
+fault injection (a delay on each file's open), so that the 5 s interval passes during the staging."""
+
+import os
+import pty
+import re
+import select
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import HOIST_BIN, record_output
+from payloads import make_tree
+
+STRACE = shutil.which("strace")
+
+
+def tree_args(host_root, source):
+    return ["--host-root", str(host_root), "upgrade", "--component", "app", "--kind", "tree", "--source",
+            str(source), "--destination", "/opt/app", "--version", "1.0.0"]
+
+
+def test_a_terminal_gets_a_live_bar_redrawn_in_place(host_root, tmp_path):
+    source = make_tree(tmp_path / "v1", {f"d{i % 8}/f{i}": os.urandom(4096 + i) for i in range(400)}, 1)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([HOIST_BIN, *tree_args(host_root, source)], stdin=slave, stdout=slave, stderr=slave,
+                            env={"PATH": "/usr/bin:/bin", "TERM": "xterm"})
+    os.close(slave)
+    output = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0
+    text = output.decode(errors="replace")
+    record_output(proc.args, "", text)
+    # A bar is drawn at the start of the line and erased to its end: "\rapp [####....]  42% 170 files ...\033[K",
+    # redrawn in place at most ten times a second; once staged, it is erased and the summary is logged.
+    bars = list(re.finditer(r"\rapp \[([#.]+)\] +(\d+)% (\d+) files ([\d.]+ \w+)/([\d.]+ \w+)[^\r\n]*\033\[K", text))
+    assert bars, text
+    for bar in bars:
+        cells, percent, files = bar.group(1), int(bar.group(2)), int(bar.group(3))
+        assert len(cells) == 40 and 0 <= percent <= 100 and files <= 408, bar.group(0)
+        assert bar.group(5) == "1.6 MiB", bar.group(0)  # the total: the tree's bytes, known before the copy
+    rest = text[bars[-1].end():]
+    assert rest.startswith("\r\033[K"), rest[:200]  # the bar erased
+    # 400 files and their 8 directories
+    assert re.search(r"info: app: staged 1\.0\.0 in [\d.]+ s: 408 added \(1\.6 MiB\)", rest), rest
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed: no way to slow the run down here")
+def test_a_log_gets_a_progress_line_every_5_seconds(host_root, tmp_path):
+    source = make_tree(tmp_path / "v1", {f"d{i % 8}/f{i}": f"file {i}\n" for i in range(240)}, 1)
+    # 30 ms on each openat: 240 files and their directories take 7 s or more, on one thread.
+    argv = [STRACE, "-f", "-qq", "-o", "/dev/null", "-e", "trace=openat", "-e", "inject=openat:delay_enter=30000",
+            HOIST_BIN, *tree_args(host_root, source), "--threads", "1"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    record_output(argv, proc.stdout, proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and "\033[" not in proc.stderr  # no bar in a log
+    lines = re.findall(r"^(\S+) info: app: (\d+) files, ([\d.]+ \w+) of ([\d.]+ \w+) \((\d+)%\)(.*)$",
+                       proc.stderr, re.MULTILINE)
+    assert lines, proc.stderr
+    for _, files, _, _, percent, rest in lines:
+        assert 0 < int(files) <= 240 and 0 <= int(percent) <= 100
+        assert re.match(r"^, [\d.]+ \w+/s(, .+ left)?$", rest), rest
+    staged = re.search(r"staged 1\.0\.0 in ([\d.]+) s", proc.stderr)
+    assert staged, proc.stderr
+    # One line each 5 s of staging, give or take the first and the last.
+    assert len(lines) >= int(float(staged.group(1)) // 5) - 1 >= 0, (staged.group(1), lines)
