@@ -109,6 +109,15 @@ def test_component_flags_cannot_be_combined_with_a_manifest(host_root, manifests
     ({"schema": 1, "components": [{"name": "a", "kind": "tree", "source": "s", "destination": "/d"},
                                   {"name": "b", "kind": "tree", "source": "s", "destination": "/d"}]},
      "components 'a' and 'b' have the same destination '/d'"),
+    ({"schema": 1, "components": [{"name": "a", "kind": "tree", "source": "s", "destination": "/opt//d/"},
+                                  {"name": "b", "kind": "tree", "source": "s", "destination": "/opt/d"}]},
+     "components 'a' and 'b' have the same destination '/opt/d'"),
+    ({"schema": 1, "components": [{"name": "bin", "kind": "sync", "source": "s", "destination": "/usr/local/bin"},
+                                  {"name": "k3s", "kind": "tree", "source": "s", "destination": "/usr/local/bin/k3s"}]},
+     "components 'k3s' and 'bin' overlap: '/usr/local/bin/k3s' is inside '/usr/local/bin'"),
+    ({"schema": 1, "components": [{"name": "conf", "kind": "sync", "source": "s", "destination": "/opt/app/conf"},
+                                  {"name": "app", "kind": "tree", "source": "s", "destination": "/opt/app/"}]},
+     "components 'conf' and 'app' overlap: '/opt/app/conf' is inside '/opt/app/'"),
 ])
 def test_a_bad_manifest_exits_2_naming_the_key(host_root, tmp_path, document, error):
     (tmp_path / "s").mkdir()

@@ -6,10 +6,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <map>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -212,18 +215,43 @@ UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources) {
   return UpgradeItem{std::move(spec), std::move(target), std::move(payload)};
 }
 
+// A destination as the host resolves it, lexically: "/opt//app/" and "/opt/./app" are "/opt/app".
+std::string normal_destination(const std::string& destination) {
+  std::string normal = std::filesystem::path(destination).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') {
+    normal.pop_back();
+  }
+  return normal;
+}
+
+bool is_inside(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() && path.starts_with(dir) && (dir == "/" || path[dir.size()] == '/');
+}
+
+// Components of one run must not share or nest destinations: a sync of /usr/local/bin
+// would delete the link that a file component put at /usr/local/bin/k3s.
 void check_distinct(const std::vector<UpgradeItem>& items) {
-  std::map<std::string, std::string> destinations;
   std::set<std::string> names;
+  std::vector<std::pair<std::string, const UpgradeItem*>> destinations;
   for (const auto& item : items) {
     if (!names.insert(item.spec.name).second) {
       throw UsageError("component '" + item.spec.name + "' is given twice");
     }
-    const auto [it, inserted] = destinations.emplace(item.spec.destination, item.spec.name);
-    if (!inserted) {
-      throw UsageError("components '" + it->second + "' and '" + item.spec.name + "' have the same destination '" +
-                       item.spec.destination + "'");
+    const std::string normal = normal_destination(item.spec.destination);
+    for (const auto& [other, other_item] : destinations) {
+      if (other == normal) {
+        throw UsageError("components '" + other_item->spec.name + "' and '" + item.spec.name +
+                         "' have the same destination '" + normal + "'");
+      }
+      if (is_inside(normal, other) || is_inside(other, normal)) {
+        const bool inner_is_new = is_inside(normal, other);
+        const UpgradeItem& inner = inner_is_new ? item : *other_item;
+        const UpgradeItem& outer = inner_is_new ? *other_item : item;
+        throw UsageError("components '" + inner.spec.name + "' and '" + outer.spec.name + "' overlap: '" +
+                         inner.spec.destination + "' is inside '" + outer.spec.destination + "'");
+      }
     }
+    destinations.emplace_back(normal, &item);
   }
 }
 
