@@ -4,6 +4,7 @@
 import fcntl
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -172,8 +173,20 @@ def test_dry_run_prints_the_changes_and_changes_nothing(host_root, payloads):
     assert before != before_no_lock
     out = result.stdout
     assert "app (tree at /opt/app): app: 1.0.0 -> 1.1.0 (upgrade)" in out
-    assert "add:" in out and "change:" in out and "remove:" in out
     assert "dry run: nothing was changed" in out
+    # The numbers are the real run's: the same upgrade, made for real, logs what it staged.
+    preview = {kind: (int(files), size) for kind, files, size in
+               re.findall(r"^  (add|change|remove): +(\d+) files  (.+)$", out, re.MULTILINE)}
+    unchanged = int(re.search(r"^  unchanged: +(\d+) files$", out, re.MULTILINE).group(1))
+    real = upgrade(host_root, *tree_args(v2, "1.1.0"), check=0).stderr
+    staged = re.search(r"staged 1\.1\.0 in [\d.]+ s: (\d+) added \((.+?)\), (\d+) changed \((.+?)\), "
+                       r"(\d+) removed \((.+?)\), (\d+) unchanged", real)
+    assert staged, real
+    added, added_size, changed, changed_size, removed, removed_size, kept = staged.groups()
+    assert preview == {"add": (int(added), added_size), "change": (int(changed), changed_size),
+                       "remove": (int(removed), removed_size)}, (out, real)
+    assert unchanged == int(kept)
+    assert preview["add"][0] + preview["change"][0] + preview["remove"][0] > 0
 
 
 def test_keep_removes_the_oldest_versions_never_current_or_previous(host_root, tmp_path):
