@@ -7,6 +7,7 @@
 
 #include "hoist/core/entry_name.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/siphash.hpp"
 #include "transfer_support.hpp"
 
 namespace hoist::transfer {
@@ -23,17 +24,16 @@ std::pair<std::string_view, std::string_view> split_last(std::string_view path) 
 
 }  // namespace
 
-ArchiveIndex::ArchiveIndex(std::string archive_display) : m_archive(std::move(archive_display)) {
+ArchiveIndex::ArchiveIndex(std::string archive_display)
+    : m_archive(std::move(archive_display)), m_hash_key(process_hash_key()) {
   const Id root = new_node(k_root, "");
   node(root).type = S_IFDIR >> 12U;
 }
 
-size_t ArchiveIndex::hash(Id parent, std::string_view name) {
-  uint64_t h = std::hash<std::string_view>{}(name) ^ (uint64_t{parent} * 0x9e3779b97f4a7c15ULL);
-  h ^= h >> 33U;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33U;
-  return static_cast<size_t>(h);
+// Keyed (SipHash, a key per process): the names come from the archive, and names
+// chosen to collide would make every insert walk one long run of slots.
+size_t ArchiveIndex::hash(Id parent, std::string_view name) const {
+  return static_cast<size_t>(siphash24(m_hash_key[0] ^ parent, m_hash_key[1], name));
 }
 
 size_t ArchiveIndex::slot_of(Id parent, std::string_view name) const {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -91,7 +92,7 @@ class ArchiveIndex {
     }
     return {m_names[n.name_at >> k_name_chunk_bits].get() + (n.name_at & ((1U << k_name_chunk_bits) - 1)), n.name_size};
   }
-  [[nodiscard]] static size_t hash(Id parent, std::string_view name);
+  [[nodiscard]] size_t hash(Id parent, std::string_view name) const;
   /// The slot that holds `name` in `parent`, or the empty slot where it would go.
   [[nodiscard]] size_t slot_of(Id parent, std::string_view name) const;
   Id new_node(Id parent, std::string_view name);
@@ -100,6 +101,7 @@ class ArchiveIndex {
   [[nodiscard]] std::optional<Id> find_directory(std::string_view path) const;
 
   std::string m_archive;
+  std::array<uint64_t, 2> m_hash_key;
   std::vector<std::unique_ptr<Node[]>> m_nodes;
   Id m_count = 0;
   std::vector<std::unique_ptr<char[]>> m_names;
