@@ -8,11 +8,12 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import HOIST_BIN, run_recorded
+from conftest import HOIST_BIN, record_output, run_recorded
 from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
 
 STRACE = shutil.which("strace")
@@ -115,6 +116,49 @@ def test_sigkill_at_any_point_of_a_tree_upgrade_leaves_a_complete_current_versio
         assert (state["current"], state["previous"]) == ("2.0.0", "1.0.0"), where
     # The kills fell both before and after the switch.
     assert outcomes["1.0.0"] > 0 and outcomes["2.0.0"] > 0, outcomes
+
+
+def test_sigkill_at_any_instant_of_an_upgrade_on_the_thread_pool_leaves_a_complete_current_version(host_root, tmp_path):
+    # The syscall-counted kills above run on one thread. These run on the default pool, where the staging writes
+    # come from several threads at once: SIGKILL after a delay spread over the run's measured length.
+    v1 = make_tree(tmp_path / "v1", {f"d{i % 30}/f{i}": f"v1 {i}\n" * (i % 50 + 1) for i in range(1500)}, 1)
+    v2 = make_tree(tmp_path / "v2", {**{f"d{i % 30}/f{i}": f"v2 {i}\n" * (i % 70 + 1) for i in range(0, 1500, 2)},
+                                     **{f"new{i % 10}/g{i}": f"new {i}\n" for i in range(300)}}, 2)
+    base = ["--component", "app", "--kind", "tree", "--destination", "/opt/app"]
+    v2_args = [*base, "--source", v2, "--version", "2.0.0"]
+    expected = {"1.0.0": read_tree(v1), "2.0.0": read_tree(v2)}
+    upgrade(host_root, *base, "--source", v1, "--version", "1.0.0", check=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(host_root, pristine, symlinks=True)
+
+    def fresh_host():
+        shutil.rmtree(host_root)
+        shutil.copytree(pristine, host_root, symlinks=True)
+
+    start = time.monotonic()
+    upgrade(host_root, *v2_args, check=0)
+    length = time.monotonic() - start
+    killed = 0
+    for i in range(30):
+        fresh_host()
+        proc = subprocess.Popen(hoist_argv(host_root, *v2_args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(length * (i + 0.5) / 30)
+        proc.send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+        record_output(proc.args, "", stderr.decode(errors="replace"))
+        killed += proc.returncode == -signal.SIGKILL
+        where = f"killed after {length * (i + 0.5) / 30:.3f} s of {length:.3f} (rc={proc.returncode})"
+        app = host_root / "opt/app"
+        current = os.readlink(app / "current")
+        assert current in expected, where
+        assert read_tree(app / current) == expected[current], where
+        state_of(host_root, "app")  # always parseable
+        upgrade(host_root, *v2_args, check=0)
+        assert os.readlink(app / "current") == "2.0.0", where
+        assert read_tree(app / "2.0.0") == expected["2.0.0"], where
+        assert leftovers(app) == [], where
+    # Most delays fall inside the run (a run's length varies, so not all of them).
+    assert killed >= 15, killed
 
 
 def test_sigkill_during_a_file_upgrade_leaves_the_destination_whole(host_root, tmp_path):
