@@ -215,7 +215,7 @@ UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources) {
   return UpgradeItem{std::move(spec), std::move(target), std::move(payload)};
 }
 
-// A destination as the host resolves it, lexically: "/opt//app/" and "/opt/./app" are "/opt/app".
+// A destination as the host resolves it, lexically: "/opt//app/" is "/opt/app" (validate_spec refuses . and ..).
 std::string normal_destination(const std::string& destination) {
   std::string normal = std::filesystem::path(destination).lexically_normal().string();
   while (normal.size() > 1 && normal.back() == '/') {
@@ -243,8 +243,8 @@ void check_distinct(const std::vector<UpgradeItem>& items) {
         throw UsageError("components '" + other_item->spec.name + "' and '" + item.spec.name +
                          "' have the same destination '" + normal + "'");
       }
-      if (is_inside(normal, other) || is_inside(other, normal)) {
-        const bool inner_is_new = is_inside(normal, other);
+      const bool inner_is_new = is_inside(normal, other);
+      if (inner_is_new || is_inside(other, normal)) {
         const UpgradeItem& inner = inner_is_new ? item : *other_item;
         const UpgradeItem& outer = inner_is_new ? *other_item : item;
         throw UsageError("components '" + inner.spec.name + "' and '" + outer.spec.name + "' overlap: '" +

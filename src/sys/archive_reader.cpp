@@ -95,6 +95,21 @@ bool has_xattr(const Xattrs& xattrs, std::string_view name) {
   return std::any_of(xattrs.begin(), xattrs.end(), [name](const Xattr& x) { return x.name == name; });
 }
 
+bool entry_has_xattr(archive_entry* entry, std::string_view name) {
+  if (archive_entry_xattr_reset(entry) <= 0) {
+    return false;
+  }
+  const char* xattr_name = nullptr;
+  const void* value = nullptr;
+  size_t size = 0;
+  while (archive_entry_xattr_next(entry, &xattr_name, &value, &size) == ARCHIVE_OK) {
+    if (xattr_name != nullptr && xattr_name == name) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Expected<ArchiveReader> ArchiveReader::open(const std::filesystem::path& path) {
@@ -256,27 +271,11 @@ std::optional<std::string> entry_acl_problem(archive_entry* entry) {
   if (archive_entry_acl_count(entry, ARCHIVE_ENTRY_ACL_TYPE_POSIX1E) <= 0) {
     return std::nullopt;
   }
-  std::optional<Xattrs> raw;
   for (const auto& [type, name] : k_acl_kinds) {
     std::string names;
     entry_acl(entry, type, &names);
-    if (names.empty()) {
-      continue;
-    }
-    if (!raw) {
-      raw = Xattrs{};
-      if (archive_entry_xattr_reset(entry) > 0) {
-        const char* xattr_name = nullptr;
-        const void* value = nullptr;
-        size_t size = 0;
-        while (archive_entry_xattr_next(entry, &xattr_name, &value, &size) == ARCHIVE_OK) {
-          if (xattr_name != nullptr) {
-            raw->push_back(Xattr{xattr_name, {}});
-          }
-        }
-      }
-    }
-    if (!has_xattr(*raw, name)) {
+    // entry_xattrs() takes the raw xattr of the ACL when the archive has it: then no name matters.
+    if (!names.empty() && !entry_has_xattr(entry, name)) {
       return std::string("its ") + (type == ARCHIVE_ENTRY_ACL_TYPE_ACCESS ? "access" : "default") + " ACL names " +
              names +
              " without a numeric id, and hoist keeps ids, never names (GNU tar --acls writes names: add "

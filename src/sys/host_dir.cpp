@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "hoist/sys/atomic_symlink.hpp"
 #include "hoist/sys/directory.hpp"
@@ -13,24 +14,15 @@ namespace hoist {
 
 namespace {
 
-std::string parent_of(const std::string& host_path) {
+/// "/opt/app/" -> {"/opt", "app"}; "/opt" -> {"/", "opt"}; "/" -> {"/", "/"}.
+std::pair<std::string, std::string> split_host_path(const std::string& host_path) {
   std::string trimmed = host_path;
   while (trimmed.size() > 1 && trimmed.back() == '/') {
     trimmed.pop_back();
   }
   const size_t slash = trimmed.rfind('/');
-  if (slash == std::string::npos || slash == 0) {
-    return "/";
-  }
-  return trimmed.substr(0, slash);
-}
-
-std::string base_name_of(const std::string& host_path) {
-  std::string name = host_path;
-  while (name.size() > 1 && name.back() == '/') {
-    name.pop_back();
-  }
-  return name.substr(name.rfind('/') + 1);
+  std::string parent = slash == std::string::npos || slash == 0 ? "/" : trimmed.substr(0, slash);
+  return {std::move(parent), trimmed.substr(slash + 1)};
 }
 
 }  // namespace
@@ -49,12 +41,11 @@ Expected<HostDir> HostDir::create(const HostRoot& root, const std::string& host_
   if (existing || existing.error().errnum != ENOENT) {
     return existing;
   }
-  const std::string parent_path = parent_of(host_path);
+  const auto [parent_path, name] = split_host_path(host_path);
   auto parent = parent_path == host_path ? open(root, parent_path) : create(root, parent_path, mode, made);
   if (!parent) {
     return parent.error();
   }
-  const std::string name = base_name_of(host_path);
   if (::mkdirat(parent->fd(), name.c_str(), mode) != 0) {
     if (errno != EEXIST) {
       return sys_error("create directory '" + root.display(host_path) + "'");
@@ -72,11 +63,12 @@ Expected<void> HostDir::remove_made(const HostRoot& root, std::vector<std::strin
   std::vector<std::string> dirs;
   dirs.swap(made);
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
-    auto parent = open(root, parent_of(*it));
+    const auto [parent_path, name] = split_host_path(*it);
+    auto parent = open(root, parent_path);
     if (!parent) {
       return parent.error();
     }
-    if (::unlinkat(parent->fd(), base_name_of(*it).c_str(), AT_REMOVEDIR) != 0) {
+    if (::unlinkat(parent->fd(), name.c_str(), AT_REMOVEDIR) != 0) {
       if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOENT) {
         return {};  // not empty (or gone): neither it nor what holds it is this run's alone
       }

@@ -3,7 +3,6 @@
 #include <sys/random.h>
 
 #include <chrono>
-#include <cstring>
 
 namespace hoist {
 
