@@ -64,6 +64,12 @@ def spread(sequence, count):
     return [sequence[int(i * step)] for i in range(count)]
 
 
+def restore(host_root, pristine):
+    """The host root back to the copy taken before the kills."""
+    shutil.rmtree(host_root)
+    shutil.copytree(pristine, host_root, symlinks=True)
+
+
 def leftovers(directory):
     return sorted(p.name for p in Path(directory).iterdir() if p.name.startswith("."))
 
@@ -92,8 +98,7 @@ def test_sigkill_at_any_point_of_a_tree_upgrade_leaves_a_complete_current_versio
 
     outcomes = {"1.0.0": 0, "2.0.0": 0}
     for name, occurrence in points:
-        shutil.rmtree(host_root)
-        shutil.copytree(pristine, host_root, symlinks=True)
+        restore(host_root, pristine)
         killed = kill_at(host_root, v2_args, name, occurrence)
         where = f"killed at {name} #{occurrence}: rc={killed.returncode} {killed.stderr[-300:]}"
         # strace counts a syscall's calls per thread: on one thread the N-th call is the N-th of the run.
@@ -131,16 +136,12 @@ def test_sigkill_at_any_instant_of_an_upgrade_on_the_thread_pool_leaves_a_comple
     pristine = tmp_path / "pristine"
     shutil.copytree(host_root, pristine, symlinks=True)
 
-    def fresh_host():
-        shutil.rmtree(host_root)
-        shutil.copytree(pristine, host_root, symlinks=True)
-
     start = time.monotonic()
     upgrade(host_root, *v2_args, check=0)
     length = time.monotonic() - start
     killed = 0
     for i in range(30):
-        fresh_host()
+        restore(host_root, pristine)
         proc = subprocess.Popen(hoist_argv(host_root, *v2_args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(length * (i + 0.5) / 30)
         proc.send_signal(signal.SIGKILL)
@@ -177,8 +178,7 @@ def test_sigkill_during_a_file_upgrade_leaves_the_destination_whole(host_root, t
     points = spread(syscall_sequence(host_root, args, tmp_path), 30)
     valid = {b"installer's binary\n", new.read_bytes()}
     for name, occurrence in points:
-        shutil.rmtree(host_root)
-        shutil.copytree(pristine, host_root, symlinks=True)
+        restore(host_root, pristine)
         killed = kill_at(host_root, args, name, occurrence)
         where = f"killed at {name} #{occurrence}: rc={killed.returncode} {killed.stderr[-300:]}"
         assert killed.returncode == -signal.SIGKILL, where
@@ -200,8 +200,7 @@ def test_sigkill_during_a_sync_is_undone_or_finished_by_the_next_run(host_root, 
     args = [*base, "--source", v2, "--version", "2.0.0"]
     points = spread(syscall_sequence(host_root, args, tmp_path), 30)
     for name, occurrence in points:
-        shutil.rmtree(host_root)
-        shutil.copytree(pristine, host_root, symlinks=True)
+        restore(host_root, pristine)
         killed = kill_at(host_root, args, name, occurrence)
         where = f"killed at {name} #{occurrence}: rc={killed.returncode} {killed.stderr[-300:]}"
         assert killed.returncode == -signal.SIGKILL, where
