@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import run_hoist, tree_manifest
-from payloads import host_read, make_tree, manifest_without, state_of, upgrade, write_sha256sums
+from payloads import host_read, make_tree, manifest_without, rollback, state_of, upgrade, write_sha256sums
 
 
 def write_payload(tmp_path, version, index, tree_content, binary):
@@ -133,3 +133,91 @@ def test_a_duplicate_key_in_the_manifest_is_refused(host_root, tmp_path):
     path.write_text('{"schema": 1, "schema": 1, "components": []}')
     result = upgrade(host_root, "--manifest", path, check=2)
     assert f"invalid manifest '{path}': $.schema: duplicate key" in result.stderr
+
+
+def nul_manifest(tmp_path, key, value, kind="sync"):
+    """A manifest whose one component syncs a payload to /opt/app, with `key` set to `value`."""
+    (tmp_path / "s").mkdir(exist_ok=True)
+    (tmp_path / "s/app.conf").write_text("payload\n")
+    component = {"name": "app", "kind": kind, "source": "s", "destination": "/opt/app"}
+    document = {"schema": 1, "version": "1.0.0", "components": [component]}
+    if key.startswith("$."):
+        document[key[2:]] = value
+    else:
+        component[key] = value
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(document))  # json.dumps writes a NUL as \u0000
+    return path
+
+
+def test_a_nul_in_a_manifest_destination_never_reaches_the_host(host_root, tmp_path):
+    # "/etc\0/app" as a C string is "/etc": before this was refused, the sync deleted the host's /etc.
+    (host_root / "etc/app").mkdir(parents=True, exist_ok=True)
+    (host_root / "etc/hostname").write_text("node-1\n")
+    (host_root / "etc/app/keep.conf").write_text("keep\n")
+    before = tree_manifest(host_root)
+    path = nul_manifest(tmp_path, "destination", "/etc\u0000/app")
+    result = upgrade(host_root, "--manifest", path, check=2)
+    assert f"invalid manifest '{path}': $.components[0].destination: must not contain a NUL character" \
+        in result.stderr
+    assert "\0" not in result.stderr
+    assert tree_manifest(host_root) == before
+    assert not (host_root / "run/hoist").exists(), "refused before the lock"
+
+
+@pytest.mark.parametrize("key, value", [
+    ("source", "s\u0000/../../etc"),
+    ("name", "app\u0000x"),
+    ("version", "1.0.0\u0000"),
+    ("$.version", "1.0.0\u0000"),
+    ("sha256sums", "SHA256SUMS\u0000"),
+    ("version_scheme", "semver\u0000"),
+])
+def test_a_nul_in_any_manifest_string_is_refused(host_root, tmp_path, key, value):
+    before = tree_manifest(host_root)
+    path = nul_manifest(tmp_path, key, value)
+    result = upgrade(host_root, "--manifest", path, check=2)
+    where = key if key.startswith("$.") else "$.components[0]." + key
+    assert f"{where}: must not contain a NUL character" in result.stderr
+    assert tree_manifest(host_root) == before
+
+
+@pytest.mark.parametrize("destination, shown", [
+    ("/opt/app\n", "/opt/app\\n"),
+    ("/opt/\x1b[31mapp", "/opt/\\x1b[31mapp"),
+    ("/opt/a\rpp", "/opt/a\\rpp"),
+])
+def test_a_control_character_in_a_destination_is_refused(host_root, tmp_path, destination, shown):
+    (tmp_path / "s").mkdir()
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, "--component", "app", "--kind", "sync", "--source", tmp_path / "s",
+                     "--destination", destination, "--version", "1.0.0", check=2)
+    assert f"destination '{shown}' of component 'app' must not contain control characters" in result.stderr
+    assert destination not in result.stderr
+    assert tree_manifest(host_root) == before
+
+
+@pytest.mark.parametrize("option", ["--state-dir", "--lock-file", "--host-root"])
+def test_a_control_character_in_a_global_path_is_refused(host_root, tmp_path, option):
+    (tmp_path / "s").mkdir()
+    before = tree_manifest(host_root)
+    root = [] if option == "--host-root" else ["--host-root", host_root]
+    result = run_hoist(option, "/var/lib/hoist\n", "upgrade", *root, "--component", "app", "--kind", "tree",
+                       "--source", tmp_path / "s", "--destination", "/opt/app", "--version", "1.0.0", check=2)
+    assert f"{option}: '/var/lib/hoist\\n' must not contain control characters" in result.stderr
+    assert tree_manifest(host_root) == before
+
+
+def test_a_nul_in_a_state_file_is_corruption_named(host_root, tmp_path, manifests):
+    m1, _ = manifests
+    upgrade(host_root, "--manifest", m1, check=0)
+    state_file = host_root / "var/lib/hoist/app/state.json"
+    state = json.loads(state_file.read_text())
+    state["destination"] = "/etc\u0000/app"
+    state_file.write_text(json.dumps(state))
+    result = run_hoist("status", "--host-root", host_root, check=1)
+    assert "field 'destination' contains a NUL character" in result.stderr
+    before = manifest_without(host_root, "run/hoist")
+    result = rollback(host_root, "--component", "app", check=1)
+    assert "field 'destination' contains a NUL character" in result.stderr
+    assert manifest_without(host_root, "run/hoist") == before

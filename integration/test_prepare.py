@@ -300,6 +300,24 @@ def test_kubeconfig_with_insecure_skip_is_refused(server, pki, tmp_path):
     assert "insecure-skip-tls-verify is set; hoist always verifies" in prepare.stderr
 
 
+@pytest.mark.parametrize("field, value", [
+    # YAML's "\0" is a NUL: as a C string the CA path would name '<ca>' cut short, here the CA itself.
+    ("certificate-authority", '"{ca}\\0.evil"'),
+    ("server", '"{url}\\r\\nX-Injected: 1"'),
+    ("token", '"token-1\\r\\nX-Injected: 1"'),
+])
+def test_a_control_character_in_a_kubeconfig_field_is_refused(server, pki, tmp_path, field, value):
+    config = write_kubeconfig(tmp_path / "kc", server.url, pki["ca"], token="token-1")
+    text = config.read_text()
+    shown = value.format(ca=pki["ca"], url=server.url)
+    lines = [f"    {field}: {shown}" if line.strip().startswith(field + ":") else line for line in text.splitlines()]
+    config.write_text("\n".join(lines) + "\n")
+    prepare = start_prepare(SERVER_PLAN, kubeconfig=config)
+    assert prepare.wait() == 2
+    assert f"kubeconfig '{config}': field '{field}' must not contain control characters" in prepare.stderr
+    assert "X-Injected" not in prepare.stderr
+
+
 def test_node_list_follows_a_changed_plan_selector(cluster, kubeconfig):
     put_server_plan(cluster)
     latest_hash = suc(cluster).resolve()[2]

@@ -7,6 +7,7 @@
 #include "hoist/core/payload.hpp"
 #include "hoist/core/transfer.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 #include "scoped_temp_dir.hpp"
 #include "transfer_fixture.hpp"
 
@@ -82,7 +83,7 @@ TEST_CASE("entry names are normalized, and bad ones refused with the reason", "[
   CHECK_THROWS_WITH(hoist::normalize_entry_name("d/" + std::string(256, 'n') + "/f", "x.tar"),
                     "refusing archive entry 'd/" + std::string(256, 'n') +
                         "/f' in 'x.tar': a part of its name is longer than 255 bytes");
-  CHECK(hoist::escape_name("a\x1b[31m\\") == "a\\x1b[31m\\\\");
+  CHECK(hoist::escaped("a\x1b[31m\\") == "a\\x1b[31m\\\\");
 }
 
 TEST_CASE("archive entries that climb out, are absolute or hold a newline are refused", "[archive-safety]") {

@@ -115,6 +115,29 @@ TEST_CASE("host paths resolve inside the root with both resolvers", "[host_root]
   }
 }
 
+TEST_CASE("a host path that holds a NUL is refused, never cut short", "[host_root]") {
+  HostFixture f;
+  const std::string path("/etc\0/os-release", 16);
+  for (const Resolver resolver : {Resolver::automatic, Resolver::walk}) {
+    INFO("resolver " << static_cast<int>(resolver));
+    auto root = HostRoot::open(f.host.path(), resolver);
+    REQUIRE(root.has_value());
+    // As a C string the path is "/etc", which exists: it must not be opened.
+    auto fd = root->open(path, O_PATH);
+    REQUIRE_FALSE(fd.has_value());
+    CHECK(fd.error().errnum == EINVAL);
+    CHECK(fd.error().message ==
+          "failed to open '" + (f.host / "etc\\x00/os-release").string() + "': the path contains a NUL character");
+    auto parent = root->open_parent(path);
+    REQUIRE_FALSE(parent.has_value());
+    CHECK(parent.error().errnum == EINVAL);
+    CHECK_FALSE(root->make_directories(path).has_value());
+  }
+  auto text = hoist::read_file_at(AT_FDCWD, (f.host / "etc").string() + std::string("\0/os-release", 12), "x");
+  REQUIRE_FALSE(text.has_value());
+  CHECK(text.error().message == "failed to open 'x': the path contains a NUL character");
+}
+
 TEST_CASE("display names host paths the way the container sees them", "[host_root]") {
   ScopedTempDir dir;
   auto root = HostRoot::open(dir.path());

@@ -12,17 +12,29 @@
 #include "hoist/cli/logging.hpp"
 #include "hoist/core/context.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist::cli {
 
 namespace {
 
+// A path reaches system calls as a C string and messages as text: a control character in one is a mistake (a
+// variable with a trailing newline) or an attack, never a path worth resolving.
+std::string refuse_control_characters(const std::string& value) {
+  return has_control_character(value) ? "'" + escaped(value) + "' must not contain control characters" : "";
+}
+
 void add_global_options(CLI::App& app, GlobalOptions& options) {
+  const CLI::Validator path_text(refuse_control_characters, "", "path");
   app.add_option("--host-root", options.host_root,
-                 "the host's root as this process sees it (default: /host when it exists, else /)");
+                 "the host's root as this process sees it (default: /host when it exists, else /)")
+      ->check(path_text);
   app.add_option("--state-dir", options.state_dir, "where hoist keeps its state, as a host path")
+      ->check(path_text)
       ->capture_default_str();
-  app.add_option("--lock-file", options.lock_file, "the lock file, as a host path")->capture_default_str();
+  app.add_option("--lock-file", options.lock_file, "the lock file, as a host path")
+      ->check(path_text)
+      ->capture_default_str();
   app.add_option("--lock-timeout", options.lock_timeout_seconds, "seconds to wait for the lock")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -6,6 +6,7 @@
 
 #include "hoist/core/state.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -59,6 +60,12 @@ void validate_spec(const ComponentSpec& spec, std::string_view where) {
     throw UsageError(prefixed(where, "no source for component '" + spec.name + "'"));
   }
   const std::string& dest = spec.destination;
+  // Checked first: a NUL would cut the path short at the first system call, and a newline or an escape would
+  // forge the log lines that quote it.
+  if (has_control_character(dest)) {
+    throw UsageError(prefixed(where, "destination '" + escaped(dest) + "' of component '" + spec.name +
+                                         "' must not contain control characters"));
+  }
   if (dest.empty() || dest.front() != '/') {
     throw UsageError(
         prefixed(where, "destination '" + dest + "' of component '" + spec.name + "' must be an absolute host path"));

@@ -1,40 +1,14 @@
 #include "hoist/core/entry_name.hpp"
 
-#include <array>
 #include <climits>
 
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
-std::string escape_name(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (const char c : name) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      constexpr std::array<char, 16> k_hex = {'0', '1', '2', '3', '4', '5', '6', '7',
-                                              '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'};
-      out += "\\x";
-      out += k_hex[byte >> 4U];
-      out += k_hex[byte & 0xfU];
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 void refuse_entry(std::string_view name, std::string_view archive_display, std::string_view reason) {
-  throw Error(ExitCode::verification, "refusing archive entry '" + escape_name(name) + "' in '" +
+  throw Error(ExitCode::verification, "refusing archive entry '" + escaped(name) + "' in '" +
                                           std::string(archive_display) + "': " + std::string(reason));
 }
 

@@ -14,6 +14,7 @@
 #include "hoist/sys/yaml_document.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -60,9 +61,15 @@ const nlohmann::json& find_named(const nlohmann::json& config, const std::string
   throw UsageError(source + ": no entry '" + name + "' in " + list);
 }
 
-std::string string_field(const nlohmann::json& object, const char* key) {
+std::string string_field(const nlohmann::json& object, const char* key, const std::string& source) {
   const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+  std::string text = it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+  // YAML spells a NUL ("\0"), which would cut a file name short, and a CR or LF in the server or the token would
+  // end up inside an HTTP request line or header. No kubeconfig field holds one.
+  if (has_control_character(text)) {
+    throw UsageError(source + ": field '" + key + "' must not contain control characters");
+  }
+  return text;
 }
 
 std::filesystem::path relative_to(const std::filesystem::path& base, const std::string& path) {
@@ -73,10 +80,10 @@ std::filesystem::path relative_to(const std::filesystem::path& base, const std::
 // PEM from "<field>-data" (base64) or "<field>" (a file), as client-go reads them.
 std::string pem_field(const nlohmann::json& object, const std::string& field, const std::filesystem::path& base,
                       const std::string& source) {
-  if (const std::string data = string_field(object, (field + "-data").c_str()); !data.empty()) {
+  if (const std::string data = string_field(object, (field + "-data").c_str(), source); !data.empty()) {
     return base64_decode(data, source + " " + field + "-data").value();
   }
-  if (const std::string file = string_field(object, field.c_str()); !file.empty()) {
+  if (const std::string file = string_field(object, field.c_str(), source); !file.empty()) {
     return read_small_file(relative_to(base, file)).value();
   }
   return {};
@@ -93,7 +100,12 @@ std::shared_ptr<BearerToken> BearerToken::from_file(const std::filesystem::path&
   if (!text) {
     throw Failure("failed to read the bearer token: " + text.error().message);
   }
-  return std::shared_ptr<BearerToken>(new BearerToken(strip_newlines(std::move(*text)), file));
+  std::string token = strip_newlines(std::move(*text));
+  if (has_control_character(token)) {  // it goes into an HTTP header; the message never quotes it
+    secure_erase(token);
+    throw Failure("failed to read the bearer token: '" + file.string() + "' holds control characters");
+  }
+  return std::shared_ptr<BearerToken>(new BearerToken(std::move(token), file));
 }
 
 std::shared_ptr<BearerToken> BearerToken::fixed(std::string token) {
@@ -114,6 +126,10 @@ bool BearerToken::reload(const std::string& refused) {
     return false;
   }
   std::string fresh = strip_newlines(std::move(*text));
+  if (has_control_character(fresh)) {  // as from_file(): never sent as a header
+    secure_erase(fresh);
+    return false;
+  }
   const std::lock_guard lock(m_mutex);
   if (fresh != m_token) {
     secure_erase(m_token);
@@ -216,23 +232,24 @@ KubeConfig KubeConfig::from_kubeconfig(const std::filesystem::path& file) {
   if (!config.is_object()) {
     throw UsageError(source + ": not a kubeconfig");
   }
-  const std::string context_name = string_field(config, "current-context");
+  const std::string context_name = string_field(config, "current-context", source);
   if (context_name.empty()) {
     throw UsageError(source + ": no current-context");
   }
   const auto& context = find_named(config, "contexts", context_name, "context", source);
-  const auto& cluster = find_named(config, "clusters", string_field(context, "cluster"), "cluster", source);
-  const std::string user_name = string_field(context, "user");
+  const auto& cluster = find_named(config, "clusters", string_field(context, "cluster", source), "cluster", source);
+  const std::string user_name = string_field(context, "user", source);
   const auto& user =
       user_name.empty() ? nlohmann::json::object() : find_named(config, "users", user_name, "user", source);
   const std::filesystem::path base = file.parent_path();
 
   KubeConfig result;
-  parse_server_url(string_field(cluster, "server"), source, result.host, result.port);
-  if (const auto insecure = string_field(cluster, "insecure-skip-tls-verify"); insecure == "true") {
+  parse_server_url(string_field(cluster, "server", source), source, result.host, result.port);
+  if (const auto insecure = string_field(cluster, "insecure-skip-tls-verify", source); insecure == "true") {
     throw UsageError(source + ": insecure-skip-tls-verify is set; hoist always verifies the API server's certificate");
   }
-  if (!string_field(cluster, "tls-server-name").empty() || !string_field(cluster, "proxy-url").empty()) {
+  if (!string_field(cluster, "tls-server-name", source).empty() ||
+      !string_field(cluster, "proxy-url", source).empty()) {
     throw UsageError(source + ": tls-server-name and proxy-url are not supported");
   }
   result.tls.ca_pem = pem_field(cluster, "certificate-authority", base, source);
@@ -244,12 +261,12 @@ KubeConfig KubeConfig::from_kubeconfig(const std::filesystem::path& file) {
   }
   result.tls.client_cert_pem = pem_field(user, "client-certificate", base, source);
   result.tls.client_key_pem = pem_field(user, "client-key", base, source);
-  if (const std::string token = string_field(user, "token"); !token.empty()) {
+  if (const std::string token = string_field(user, "token", source); !token.empty()) {
     result.token = BearerToken::fixed(token);
-  } else if (const std::string token_file = string_field(user, "tokenFile"); !token_file.empty()) {
+  } else if (const std::string token_file = string_field(user, "tokenFile", source); !token_file.empty()) {
     result.token = BearerToken::from_file(relative_to(base, token_file));
   }
-  result.default_namespace = string_field(context, "namespace");
+  result.default_namespace = string_field(context, "namespace", source);
   if (result.default_namespace.empty()) {
     result.default_namespace = "default";
   }

@@ -9,6 +9,7 @@
 #include "hoist/core/state.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -81,7 +82,7 @@ class ObjectReader {
     }
     for (const auto& [key, value] : m_object.items()) {
       if (!known.contains(key)) {
-        fail(m_path + "." + key, "unknown key");
+        fail(m_path + "." + escaped(key), "unknown key");
       }
     }
   }
@@ -99,6 +100,10 @@ class ObjectReader {
     auto text = value->get<std::string>();
     if (text.empty()) {
       fail(at(key), "must not be empty");
+    }
+    // JSON may spell a NUL (\u0000); a C string would end there, so "/etc\u0000/app" would name /etc.
+    if (text.find('\0') != std::string::npos) {
+      fail(at(key), "must not contain a NUL character");
     }
     return text;
   }

@@ -61,7 +61,11 @@ class Reader {
     if (it == m_object.end() || !it->is_string()) {
       fail(std::string("field '") + key + "' must be a string");
     }
-    return it->get<std::string>();
+    auto text = it->get<std::string>();
+    if (text.find('\0') != std::string::npos) {  // JSON may spell one (\u0000); no name or path of hoist has one
+      fail(std::string("field '") + key + "' contains a NUL character");
+    }
+    return text;
   }
   [[nodiscard]] const json& any(const char* key) const {
     const auto it = m_object.find(key);

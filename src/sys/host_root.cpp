@@ -10,6 +10,8 @@
 #include <deque>
 #include <vector>
 
+#include "hoist/util/text.hpp"
+
 namespace hoist {
 
 namespace {
@@ -88,6 +90,12 @@ std::filesystem::path HostRoot::default_path() {
   return "/";
 }
 
+// The last line of defence: the parsers refuse a NUL in anything that becomes a host path, and a path that
+// still holds one would name its own prefix once it became a C string ("/etc\0/app" is "/etc").
+SysError HostRoot::nul_in_path(std::string_view host_path) const {
+  return SysError{"failed to open '" + escaped(display(host_path)) + "': the path contains a NUL character", EINVAL};
+}
+
 std::string HostRoot::display(std::string_view host_path) const {
   std::string shown = m_path.string();
   if (shown == "/") {
@@ -104,6 +112,9 @@ std::string HostRoot::display(std::string_view host_path) const {
 }
 
 Expected<Fd> HostRoot::open(std::string_view host_path, int flags, Follow follow, mode_t mode) const {
+  if (host_path.find('\0') != std::string_view::npos) {
+    return nul_in_path(host_path);
+  }
   flags |= O_CLOEXEC;
   if (follow == Follow::no) {
     flags |= O_NOFOLLOW;
@@ -213,6 +224,9 @@ Expected<Fd> HostRoot::open_walk(std::string_view host_path, int flags, Follow f
 }
 
 Expected<std::pair<Fd, std::string>> HostRoot::open_parent(std::string_view host_path) const {
+  if (host_path.find('\0') != std::string_view::npos) {
+    return nul_in_path(host_path);
+  }
   std::string_view trimmed = host_path;
   while (trimmed.size() > 1 && trimmed.back() == '/') {
     trimmed.remove_suffix(1);

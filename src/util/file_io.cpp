@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "hoist/util/fd.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -15,6 +16,9 @@ std::string quoted(std::string_view display) { return "'" + std::string(display)
 }  // namespace
 
 Expected<std::string> read_file_at(int dirfd, const std::string& relpath, std::string_view display, size_t max_bytes) {
+  if (relpath.find('\0') != std::string::npos) {  // as a C string it would name another file
+    return SysError{"failed to open " + quoted(escaped(display)) + ": the path contains a NUL character", EINVAL};
+  }
   Fd fd(::openat(dirfd, relpath.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!fd) {
     return sys_error("open " + quoted(display));

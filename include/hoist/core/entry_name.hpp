@@ -30,7 +30,4 @@ std::string normalize_entry_name(std::string_view name, std::string_view archive
 /// control characters escaped (`\n`), so that a hostile name cannot forge log lines.
 [[noreturn]] void refuse_entry(std::string_view name, std::string_view archive_display, std::string_view reason);
 
-/// `name` with backslash and control characters escaped (`\n`, `\x1b`), for messages.
-std::string escape_name(std::string_view name);
-
 }  // namespace hoist

@@ -64,6 +64,7 @@ class HostRoot {
   HostRoot(std::filesystem::path path, Fd fd, Resolver resolver)
       : m_path(std::move(path)), m_fd(std::move(fd)), m_resolver(resolver) {}
 
+  [[nodiscard]] SysError nul_in_path(std::string_view host_path) const;
   [[nodiscard]] Expected<Fd> open_walk(std::string_view host_path, int flags, Follow follow, mode_t mode) const;
 
   std::filesystem::path m_path;

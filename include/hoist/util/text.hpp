@@ -1,0 +1,18 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace hoist {
+
+/// Whether `text` holds a control character (U+0000 to U+001F, or U+007F).
+/// A NUL is one: a C string would end there, so a path that holds one names
+/// another file once it reaches a system call.
+[[nodiscard]] bool has_control_character(std::string_view text) noexcept;
+
+/// `text` with the backslash and control characters escaped (`\\`, `\n`, `\t`,
+/// `\r`, `\x1b`), for messages that quote untrusted text: a hostile name can
+/// then neither forge a log line nor hide a NUL.
+[[nodiscard]] std::string escaped(std::string_view text);
+
+}  // namespace hoist
