@@ -18,8 +18,8 @@
 #include <string>
 #include <system_error>
 
-#include "hoist/core/payload.hpp"
-#include "hoist/core/transfer.hpp"
+#include "hoist/transfer/payload.hpp"
+#include "hoist/transfer/transfer.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/fd.hpp"
 

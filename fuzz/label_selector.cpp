@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hoist/core/label_selector.hpp"
+#include "hoist/kube/label_selector.hpp"
 #include "hoist/util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

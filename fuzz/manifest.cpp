@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "hoist/core/manifest.hpp"
+#include "hoist/model/manifest.hpp"
 #include "hoist/util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "hoist/core/extension_release.hpp"
-#include "hoist/core/os_release.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/verify/extension_release.hpp"
+#include "hoist/verify/os_release.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view rest(reinterpret_cast<const char*>(data), size);

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "hoist/core/checksums.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/verify/checksums.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hoist/core/version.hpp"
+#include "hoist/model/version.hpp"
 #include "hoist/util/error.hpp"
 
 namespace {

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hoist/core/kube_client.hpp"
-#include "hoist/core/plan_progress.hpp"
+#include "hoist/kube/kube_client.hpp"
+#include "hoist/kube/plan_progress.hpp"
 #include "hoist/sys/library_versions.hpp"
 #include "hoist/util/error.hpp"
 

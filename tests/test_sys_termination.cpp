@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "hoist/core/interruption.hpp"
+#include "hoist/host/interruption.hpp"
 #include "hoist/sys/termination.hpp"
 
 namespace termination = hoist::termination;

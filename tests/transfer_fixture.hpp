@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <string>
 
-#include "hoist/core/payload.hpp"
-#include "hoist/core/transfer.hpp"
+#include "hoist/transfer/payload.hpp"
+#include "hoist/transfer/transfer.hpp"
 #include "hoist/util/fd.hpp"
 
 namespace hoist::test {

@@ -8,11 +8,11 @@
 #include <exception>
 #include <map>
 
-#include "hoist/cli/command.hpp"
-#include "hoist/cli/logging.hpp"
-#include "hoist/core/context.hpp"
+#include "command.hpp"
+#include "hoist/model/context.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
+#include "logging.hpp"
 
 namespace hoist::cli {
 

@@ -1,5 +1,5 @@
-#include "hoist/cli/commands.hpp"
-#include "hoist/cli/prepare_command.hpp"
+#include "commands.hpp"
+#include "prepare_command.hpp"
 
 namespace hoist::cli {
 

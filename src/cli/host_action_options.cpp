@@ -1,4 +1,4 @@
-#include "hoist/cli/host_action_options.hpp"
+#include "host_action_options.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "hoist/cli/logging.hpp"
+#include "logging.hpp"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>

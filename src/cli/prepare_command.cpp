@@ -1,14 +1,14 @@
-#include "hoist/cli/prepare_command.hpp"
+#include "prepare_command.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
 
-#include "hoist/core/context.hpp"
-#include "hoist/core/kube_client.hpp"
-#include "hoist/core/kube_config.hpp"
-#include "hoist/core/plan_waiter.hpp"
+#include "hoist/kube/kube_client.hpp"
+#include "hoist/kube/kube_config.hpp"
+#include "hoist/kube/plan_waiter.hpp"
+#include "hoist/model/context.hpp"
 #include "hoist/sys/secrets.hpp"
 #include "hoist/util/error.hpp"
 

@@ -1,9 +1,9 @@
 #include <CLI/CLI.hpp>
 
-#include "hoist/cli/commands.hpp"
-#include "hoist/cli/host_action_options.hpp"
-#include "hoist/core/context.hpp"
-#include "hoist/core/rollback_run.hpp"
+#include "commands.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/run/rollback_run.hpp"
+#include "host_action_options.hpp"
 
 namespace hoist::cli {
 

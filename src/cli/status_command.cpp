@@ -2,9 +2,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "hoist/cli/commands.hpp"
-#include "hoist/core/context.hpp"
-#include "hoist/core/state.hpp"
+#include "commands.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/model/state.hpp"
 #include "hoist/util/error.hpp"
 
 namespace hoist::cli {

@@ -1,12 +1,12 @@
 #include <CLI/CLI.hpp>
 #include <map>
 
-#include "hoist/cli/commands.hpp"
-#include "hoist/cli/host_action_options.hpp"
-#include "hoist/core/context.hpp"
-#include "hoist/core/manifest.hpp"
-#include "hoist/core/upgrade_run.hpp"
+#include "commands.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/model/manifest.hpp"
+#include "hoist/run/upgrade_run.hpp"
 #include "hoist/util/error.hpp"
+#include "host_action_options.hpp"
 
 namespace hoist::cli {
 

@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "hoist/cli/commands.hpp"
-#include "hoist/core/context.hpp"
+#include "commands.hpp"
+#include "hoist/model/context.hpp"
 #include "hoist/sys/library_versions.hpp"
 
 namespace hoist::cli {

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoist/model/remount.hpp"
+
+namespace hoist {
+
+/// When a run reboots the host (`--reboot`).
+enum class RebootPolicy {
+  never,      ///< never
+  if_needed,  ///< when the run changed the host (a component switched), or an earlier run's reboot is owed
+  always,     ///< after every run, but never twice for one change: the run after the boot does not reboot again
+};
+
+/// Parses `never`, `if-needed`, `always`; throws UsageError otherwise.
+RebootPolicy parse_reboot_policy(std::string_view text);
+std::string_view to_string(RebootPolicy policy);
+
+inline constexpr std::chrono::seconds k_default_reboot_timeout{600};
+inline constexpr std::chrono::seconds k_default_restart_timeout{120};
+
+/// What a run does to the host beyond its files: the flags `--remount`,
+/// `--restart UNIT`, `--reboot`, `--reboot-timeout` and `--restart-timeout`
+/// of `upgrade` and `rollback` (README, "Remount" and "Restarts and reboots").
+struct HostActions {
+  Remount remount = Remount::no;
+  std::vector<std::string> restart_units;  ///< in order; each a systemd unit name
+  RebootPolicy reboot = RebootPolicy::never;
+  std::chrono::seconds reboot_timeout = k_default_reboot_timeout;
+  std::chrono::seconds restart_timeout = k_default_restart_timeout;
+};
+
+/// A unit name as `systemctl` takes it: `k3s` means `k3s.service`. Throws
+/// UsageError for a name systemd would refuse (empty, `/`, or characters
+/// outside `[A-Za-z0-9:_.\@-]`).
+std::string unit_name(std::string_view text);
+
+}  // namespace hoist

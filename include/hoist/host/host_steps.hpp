@@ -1,0 +1,105 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoist/host/host_actions.hpp"
+#include "hoist/host/writable_mounts.hpp"
+#include "hoist/model/component.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/model/state.hpp"
+#include "hoist/transfer/transfer.hpp"
+
+namespace hoist {
+
+class SystemBus;
+
+namespace outcome {
+/// LastResult::outcome while a reboot hoist asked for is pending.
+inline constexpr const char* k_rebooting = "rebooting";
+}  // namespace outcome
+
+/// A component as it is after a run's switches.
+struct SwitchedComponent {
+  std::string name;
+  ComponentKind kind = ComponentKind::tree;
+  std::string version;   ///< current after the run
+  bool changed = false;  ///< whether this run switched it
+};
+
+/// What settle_pending_reboot() found.
+enum class Handshake {
+  none,       ///< no reboot was pending (or a stale one was dropped)
+  completed,  ///< the host rebooted into the target: this run only confirms it
+};
+
+/// The environment variable that names another mount namespace file than
+/// /proc/1/ns/mnt as the host's (for tests and for hosts whose init is not
+/// PID 1 of the pod's PID namespace).
+inline constexpr const char* k_mount_namespace_env = "HOIST_HOST_MOUNT_NAMESPACE";
+
+/// The steps of `upgrade` and `rollback` that talk to the host beyond its
+/// files (README, "Remount", "Restarts and reboots", "The reboot handshake"),
+/// called at fixed points of a run, all under the lock:
+///
+///   settle_pending_reboot (per component, before the gate)
+///   → make_writable (before the first write)
+///   → after_switch (every switch made and recorded)
+///
+/// Create it after taking the lock: its destructor puts remounts back, which
+/// must happen before the lock is released. It installs the SIGTERM/SIGINT
+/// handlers (sys/termination.hpp) if the run has not already.
+class HostSteps {
+ public:
+  HostSteps(const Context& context, std::string command, HostActions actions, DryRun dry_run);
+  HostSteps(const HostSteps&) = delete;
+  HostSteps& operator=(const HostSteps&) = delete;
+  ~HostSteps();
+
+  /// The reboot handshake with SUC, for a component whose state records a
+  /// pending reboot (else nothing happens): with the boot id unchanged, the
+  /// reboot asked for has not come yet and is asked for again (this blocks
+  /// like the first request: it never returns); with a new boot id and the
+  /// target current, the pending reboot is cleared and Handshake::completed
+  /// returned (exit 0 follows, and no second reboot); with a new boot id and
+  /// another version current, the host came back on the old version:
+  /// hoist::Failure saying so (exit 1), unless `target` is a newer target than
+  /// the pending one (then the stale record is dropped). `target` "" means
+  /// "the pending one" (rollback). The state is saved when it changes (never
+  /// in a dry run).
+  Handshake settle_pending_reboot(const StateStore& store, ComponentState& state, std::string_view target);
+
+  /// Makes the mounts that hold `host_paths` (those of the components to
+  /// remount: paths_written()) writable until after_switch() or this object's
+  /// end (also after a failure or SIGTERM). Nothing happens for no paths.
+  void make_writable(const std::vector<std::string>& host_paths);
+
+  /// After every switch is made and recorded: the mounts go back read-only;
+  /// then systemd-sysext is refreshed when a sysext component changed
+  /// (ReloadOrRestartUnit systemd-sysext.service); then the `--restart` units
+  /// are restarted, in order, when anything changed; then, per `--reboot`, the
+  /// pending reboot is recorded in every component's state and the reboot
+  /// asked for, and this blocks until the host goes down (it never returns
+  /// then). A failed restart is recorded in the changed components' states and
+  /// thrown (hoist::Failure, exit 1).
+  void after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components);
+
+ private:
+  SystemBus& bus();
+  [[noreturn]] void reboot(const StateStore& store, const std::vector<SwitchedComponent>& components);
+  void record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
+                      const std::string& message);
+
+  const Context& m_context;
+  std::string m_command;
+  HostActions m_actions;
+  DryRun m_dry_run;
+  std::optional<WritableMounts> m_writable;
+  std::unique_ptr<SystemBus> m_bus;
+  bool m_reboot_confirmed = false;
+};
+
+}  // namespace hoist

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hoist/model/component.hpp"
+#include "hoist/sys/host_root.hpp"
+#include "hoist/sys/remount_guard.hpp"
+
+namespace hoist {
+
+/// The host paths a component of `kind` writes (README, "On the host"): its
+/// destination, or the directory that holds the destination's link, and its
+/// directory under the state directory.
+std::vector<std::string> paths_written(ComponentKind kind, const std::string& destination,
+                                       const std::string& component_dir);
+
+/// The mounts a run writes to, made writable for the run (`--remount`;
+/// README, "Remount"), in the host's mount namespace when this process can
+/// enter it (`namespace_path`, /proc/1/ns/mnt in a hostPID pod), else in its
+/// own, which the log says. Read-only again on restore() and, at the latest,
+/// on destruction (so also after a failure or SIGTERM), and even after a
+/// SIGKILL of this process (RemountGuard's helper).
+class WritableMounts {
+ public:
+  /// Finds the mounts of `host_paths` and makes the read-only ones writable,
+  /// logging each. Throws hoist::Failure when a mount cannot be remounted (a
+  /// read-only filesystem such as squashfs), or when the host's mount is not
+  /// the one this process would write through.
+  WritableMounts(const HostRoot& root, const std::vector<std::string>& host_paths, const std::string& namespace_path);
+  WritableMounts(const WritableMounts&) = delete;
+  WritableMounts& operator=(const WritableMounts&) = delete;
+  /// restore(), logging (not throwing) its error.
+  ~WritableMounts();
+
+  /// Puts the mounts back read-only, logging each. Throws hoist::Failure when
+  /// one cannot be (a file still open for writing on a filesystem-wide remount).
+  void restore();
+
+ private:
+  std::optional<RemountGuard> m_guard;
+};
+
+}  // namespace hoist

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "hoist/kube/kube_client.hpp"
+#include "hoist/kube/plan_progress.hpp"
+#include "hoist/kube/resource_mirror.hpp"
+
+namespace hoist {
+
+/// What `hoist prepare` waits for, and how.
+struct PlanWaitOptions {
+  std::string plan;
+  std::string namespace_;
+  /// Under SUC's default Job deadline (900 s), so prepare fails with a message
+  /// that names the missing nodes rather than being killed without one.
+  std::chrono::milliseconds timeout{std::chrono::seconds(840)};
+  std::optional<std::string> node_version;  ///< kubelet version the selected nodes must report
+  MirrorTiming timing;
+};
+
+/// Waits until `options.plan` is complete (see PlanProgress), watching the Plan
+/// and the nodes its selector picks, and returns the final progress. Logs a
+/// progress line whenever the progress changes, from the calling thread only.
+/// Throws hoist::Failure on timeout, naming the nodes still missing, and
+/// KubeError for what retrying cannot fix (401, 403, an untrusted certificate).
+PlanProgress wait_for_plan(const KubeClient& client, const PlanWaitOptions& options);
+
+}  // namespace hoist

@@ -1,0 +1,87 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "hoist/model/remount.hpp"
+#include "hoist/model/version.hpp"
+#include "hoist/transfer/transfer.hpp"
+
+namespace hoist {
+
+/// How a component lives on the host (DESIGN.md, "Component kinds").
+enum class ComponentKind {
+  tree,  ///< versions side by side under the destination, `current` switches
+  file,  ///< one file; its host path is a link to the current version's copy
+  sync,  ///< a directory synced in place, one backup kept for one rollback
+  /// A systemd-sysext image (a .raw squashfs/erofs file or a directory) kept
+  /// under the state directory; /etc/extensions/<name>[.raw] links to the
+  /// current one and systemd-sysext is refreshed (host integration).
+  sysext,
+};
+
+/// The kind called `name`. Throws UsageError for anything else.
+ComponentKind parse_component_kind(std::string_view name);
+
+/// The name parse_component_kind() accepts for `kind`.
+std::string_view to_string(ComponentKind kind);
+
+enum class AllowDowngrade { no, yes };
+
+/// One component to upgrade, as the user asked for it (flags or one manifest
+/// entry): checked for form, not yet against the host.
+struct ComponentSpec {
+  std::string name;
+  ComponentKind kind = ComponentKind::tree;
+  std::filesystem::path source;  ///< the payload, a path in the container
+  std::string destination;       ///< a host path, absolute
+  /// The version as the payload states it (the manifest's), empty when it does
+  /// not: then --version or the SUC env alone name it.
+  std::string payload_version;
+  VersionScheme version_scheme = VersionScheme::semver;
+  AllowDowngrade allow_downgrade = AllowDowngrade::no;
+  unsigned keep = 3;
+  Compare compare = Compare::quick;
+  std::filesystem::path sha256sums;  ///< empty: no verification
+  std::filesystem::path signature;   ///< with public_key: a detached signature over sha256sums
+  std::filesystem::path public_key;
+  /// Host integration: make the mounts this component writes to writable for
+  /// the run (the manifest's `remount`; `--remount` does it for every component).
+  Remount remount = Remount::no;
+};
+
+/// The default of `--keep`: versions kept on the host after an upgrade.
+inline constexpr unsigned k_default_keep = 3;
+
+/// Checks the form of a spec: the name, an absolute destination without `.` or
+/// `..` components, keep >= 1, a signature only with a public key and both only
+/// with sha256sums. Throws UsageError naming what is wrong; `where` prefixes
+/// the message ("" for flags, "manifest 'm.json': $.components[0]" for a manifest).
+void validate_spec(const ComponentSpec& spec, std::string_view where = {});
+
+/// Names that can never be versions on the host, because hoist uses them itself
+/// (`current`, `previous`, `state.json`, `pre-hoist`) or hides them (a leading
+/// `.`). Throws UsageError naming the version.
+void validate_version_name(std::string_view version);
+
+/// The version kept for a file that was at a file component's destination before
+/// hoist first installed it, so that a rollback can return to it.
+inline constexpr std::string_view k_pre_hoist_version = "pre-hoist";
+
+/// Where a version came from, for the agreement check.
+struct VersionSources {
+  std::string flag;     ///< --version
+  std::string env;      ///< SYSTEM_UPGRADE_PLAN_LATEST_VERSION (munged by SUC: every '+' became '-')
+  std::string payload;  ///< the payload's own statement (the manifest's version)
+};
+
+/// The version a component is upgraded to. Every source given is parsed with
+/// `scheme`, and all must agree: equal under the scheme (k3s: `v1.27.4-k3s1` ==
+/// `v1.27.4+k3s1`), or, for the env, equal to the other's text munged the way
+/// SUC munges it. Returns the payload's, else the flag's, else the env's
+/// version, in canonical() spelling. Throws UsageError when they disagree
+/// (naming both) or when none is given.
+Version agree_on_version(VersionScheme scheme, const VersionSources& sources, std::string_view component);
+
+}  // namespace hoist

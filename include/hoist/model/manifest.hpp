@@ -1,0 +1,49 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoist/model/component.hpp"
+
+namespace hoist {
+
+/// The schema version of the payload manifest this build reads.
+inline constexpr int k_manifest_schema = 1;
+
+/// A payload manifest (`hoist upgrade --manifest FILE`): several components
+/// upgraded in one run. JSON, read strictly (README, "The payload manifest"):
+///
+///     {"schema": 1, "version": "v1.30.1+k3s1", "version_scheme": "k3s",
+///      "components": [{"name": "k3s", "kind": "file", "source": "bin/k3s",
+///                      "destination": "/usr/local/bin/k3s", "sha256sums": "SHA256SUMS"}]}
+///
+/// Top level: `schema` (1, required), `components` (a non-empty array,
+/// required), `version` and `version_scheme` (defaults for the components).
+/// A component: `name`, `kind`, `source`, `destination` (required), `version`,
+/// `version_scheme`, `allow_downgrade`, `keep`, `checksum`, `sha256sums`,
+/// `signature`, `public_key`, `remount` (as `--remount`, for this component).
+/// Relative container paths (source, sha256sums, signature, public_key) are
+/// relative to the manifest's directory.
+struct Manifest {
+  std::string version;                          ///< the payload's release, empty when not stated
+  std::optional<VersionScheme> version_scheme;  ///< the default scheme
+  /// The components, in the order given. A component without its own version
+  /// has payload_version == `version`; `own_version[i]` says which had one.
+  std::vector<ComponentSpec> components;
+  std::vector<bool> own_version;
+};
+
+/// Parses manifest text. Every error throws UsageError that names the file and
+/// the key path (`$.components[1].kind`): malformed JSON, an unknown key, a
+/// duplicate key, a wrong type, a missing required key, a bad value, a
+/// component name listed twice.
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path);
+
+/// Reads and parses the manifest at `path` (a path in the container). An
+/// unreadable file throws UsageError naming it.
+Manifest load_manifest(const std::filesystem::path& path);
+
+}  // namespace hoist

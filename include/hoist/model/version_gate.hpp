@@ -1,0 +1,41 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "hoist/model/component.hpp"
+#include "hoist/model/version.hpp"
+
+namespace hoist {
+
+/// Whether what is installed is whole: the switch points at a complete version
+/// (tree, file), or the destination matches the payload (sync).
+enum class Integrity { intact, damaged };
+
+/// What the version gate decided for one component.
+enum class GateDecision {
+  install,    ///< nothing installed yet, or the target is newer
+  repair,     ///< the target is installed but not intact: install it again
+  unchanged,  ///< the target is installed and intact: nothing to do
+  downgrade,  ///< the target is older and --allow-downgrade was given
+  refused,    ///< the target is older: refused (exit 3)
+};
+
+struct Gate {
+  GateDecision decision;
+  std::string message;  ///< one line for the log: "k3s: v1.30.0 -> v1.30.1 (upgrade)"
+
+  /// Whether the run writes to the host for this component.
+  [[nodiscard]] bool changes_host() const {
+    return decision == GateDecision::install || decision == GateDecision::repair || decision == GateDecision::downgrade;
+  }
+};
+
+/// The gate of DESIGN.md, step 4: same version and intact → unchanged; older →
+/// refused unless allowed; else install. `installed` is the current version
+/// (none before the first install); `integrity` is looked at only when it
+/// equals `target`.
+Gate decide_gate(std::string_view component, const std::optional<Version>& installed, Integrity integrity,
+                 const Version& target, AllowDowngrade allow_downgrade);
+
+}  // namespace hoist

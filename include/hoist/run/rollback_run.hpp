@@ -1,0 +1,29 @@
+#pragma once
+
+#include <string>
+
+#include "hoist/host/host_actions.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/sys/durable_tree.hpp"
+#include "hoist/util/exit_code.hpp"
+
+namespace hoist {
+
+struct RollbackOptions {
+  std::string component;
+  std::string to;  ///< empty: the previous version
+  Durability durability = Durability::syncfs;
+  /// Host integration: --remount, --restart, --reboot (host/host_steps.hpp).
+  HostActions host;
+};
+
+/// `hoist rollback`: under the lock, switches a component back to its previous
+/// version (or `to`, any version kept on the host): tree and file kinds
+/// re-point their link (tree: `previous` then names the version rolled back
+/// from); sync restores the backup of its last sync, which allows one rollback,
+/// to the previous version only. A version that is not kept, missing on disk or
+/// incomplete is refused with exit 2 naming it. Rolling back to the current
+/// version does nothing. Records the outcome in the state.
+ExitCode run_rollback(const Context& context, const RollbackOptions& options);
+
+}  // namespace hoist

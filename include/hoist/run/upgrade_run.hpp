@@ -1,0 +1,78 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hoist/host/host_actions.hpp"
+#include "hoist/model/component.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/model/version.hpp"
+#include "hoist/model/version_gate.hpp"
+#include "hoist/run/progress_reporter.hpp"
+#include "hoist/sys/durable_tree.hpp"
+#include "hoist/transfer/payload.hpp"
+#include "hoist/transfer/transfer.hpp"
+#include "hoist/util/exit_code.hpp"
+
+namespace hoist {
+
+/// One component of a run, resolved: its version agreed on, its payload opened.
+struct UpgradeItem {
+  ComponentSpec spec;
+  Version target;
+  Payload payload;
+};
+
+/// Resolves a spec: the version from `sources` (agree_on_version), the payload
+/// opened and matched to the kind (tree takes a directory or an archive, sync
+/// a directory, file a file; an archive is one file to the file kind).
+/// Throws UsageError (exit 2), before anything else happens.
+UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources);
+
+/// Refuses a run whose components share a name or a destination (UsageError).
+void check_distinct(const std::vector<UpgradeItem>& items);
+
+/// What a run did to one component.
+struct ComponentOutcome {
+  std::string component;
+  GateDecision decision = GateDecision::unchanged;
+  std::string from;  ///< the version before ("" for none)
+  std::string to;
+  TransferStats stats;
+};
+
+/// What a run did, for what comes after the switch.
+struct RunReport {
+  std::vector<ComponentOutcome> components;
+  /// Whether any component changed: the one input of the run's reboot decision
+  /// and of unit restarts (the host-integration issue hooks in here).
+  [[nodiscard]] bool changed() const;
+};
+
+struct UpgradeOptions {
+  DryRun dry_run = DryRun::no;
+  ProgressStyle progress = ProgressStyle::lines;
+  Durability durability = Durability::syncfs;
+  /// Called once after every component is switched and its state recorded.
+  std::function<void(const RunReport&)> after_switch;
+  /// Host integration: --remount, --restart, --reboot (host/host_steps.hpp).
+  HostActions host;
+  /// Archive payloads: TransferOptions' limits against decompression bombs (0: none).
+  uint64_t max_unpacked_bytes = 0;
+  double max_unpack_ratio = 0;
+  /// The transfer's worker threads (TransferOptions::threads; 0: twice the cores, at most 16).
+  unsigned threads = 0;
+};
+
+/// `hoist upgrade`, DESIGN.md's run order: lock, state and gate (one gate for
+/// all components: one refusal refuses the run), verification of every payload
+/// that is to be installed, then staging of all, then the switches, then the
+/// state, the garbage collection (--keep) and the after_switch hook. A failure
+/// undoes the switches made so far and removes what was staged: the host is
+/// left on the old versions. Records every outcome in the components' states.
+/// With DryRun::yes: no lock, nothing written; prints what would change on
+/// stdout. Returns ok, or throws hoist::Error with the exit code.
+ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options);
+
+}  // namespace hoist

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "hoist/transfer/payload.hpp"
+
+namespace hoist {
+
+/// What a transfer did (or, in a dry run, would do), relative to the tree it
+/// compares against: the current version for staged kinds, the destination
+/// itself for the sync kind.
+struct TransferStats {
+  uint64_t files_added = 0;      ///< entries of any type that did not exist
+  uint64_t files_changed = 0;    ///< entries that existed with other content or metadata
+  uint64_t files_removed = 0;    ///< entries that exist only in the compared tree
+  uint64_t files_unchanged = 0;  ///< entries kept as they were (hard-linked in staged kinds)
+  uint64_t bytes_added = 0;      ///< regular-file bytes of added entries
+  uint64_t bytes_changed = 0;    ///< regular-file bytes of changed entries (new size)
+  uint64_t bytes_removed = 0;    ///< regular-file bytes of removed entries
+  uint64_t bytes_written = 0;    ///< file data actually written (not linked, not cloned)
+  uint64_t bytes_total = 0;      ///< the payload's regular-file bytes, when known ahead (for progress)
+  uint64_t bytes_done = 0;       ///< regular-file bytes processed so far (for progress)
+};
+
+/// How an existing file is judged unchanged.
+enum class Compare {
+  quick,     ///< rsync's quick check: size, mtime (ns), mode and owner
+  checksum,  ///< also the content (rsync --checksum)
+};
+
+/// Whether anything is written.
+enum class DryRun { no, yes };
+
+struct TransferOptions {
+  Compare compare = Compare::quick;
+  DryRun dry_run = DryRun::no;
+  /// Called every so often from the transferring thread with the running totals.
+  std::function<void(const TransferStats&)> on_progress;
+  /// Worker threads; 0 picks twice the number of cores (at most 16).
+  unsigned threads = 0;
+  /// Archive payloads: refuse when the unpacked size passes this many bytes (0: no limit)…
+  uint64_t max_unpacked_bytes = 0;
+  /// …or passes this multiple of the archive's size (a decompression bomb; 0: no limit). The ratio
+  /// applies once the unpacked size passes k_unpack_ratio_floor: a small archive of a few
+  /// compressible files may have any ratio.
+  double max_unpack_ratio = 0;
+  static constexpr uint64_t k_unpack_ratio_floor = 16ULL << 20U;
+};
+
+/// Writes the payload (a directory or an archive) as a complete new tree into
+/// `staging_dir`, an empty directory opened O_DIRECTORY. rsync -aHAX semantics:
+/// regular files, directories, symlinks (never followed), hard links within the
+/// payload, fifos and device nodes, mode, numeric uid/gid, nanosecond mtimes,
+/// xattrs and POSIX ACLs, chown before chmod. A file unchanged (by `compare`)
+/// relative to the same path under `link_dest` (the current version's tree, or
+/// -1 for none) is hard-linked from there instead of written (rsync --link-dest).
+/// Data is copied with FICLONE, else copy_file_range, else read/write.
+/// Does not fsync: the caller makes the whole staging durable before switching.
+/// With DryRun::yes nothing is written and the stats say what would change.
+///
+/// Archive entries with `..`, absolute names, names through a symlink made
+/// earlier in the archive, hard links to anything outside the payload, or names
+/// with NUL or newline throw hoist::Error(ExitCode::verification) naming the
+/// entry. Other failures throw hoist::Failure. On a throw, what was written so
+/// far stays in `staging_dir` for the caller to remove.
+TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options);
+
+/// rsync -aHAX --delete of the payload into `dest_dir` in place (the sync kind):
+/// each changed file is written to a temporary name in its directory and
+/// renamed over the old one; deletions come after all updates. Every entry that
+/// is replaced or deleted is first kept under `backup_dir` (a directory on the
+/// same filesystem, empty), and the names of entries that did not exist before
+/// are recorded there too, so that restore_sync_backup() can undo the sync.
+TransferStats sync_tree(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& options);
+
+/// Undoes one sync_tree: puts back every kept entry and removes the entries the
+/// sync added, each atomically (rename).
+void restore_sync_backup(int dest_dir, int backup_dir);
+
+}  // namespace hoist

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hoist/host/host_actions.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace hoist::cli {
+
+/// The flags of `upgrade` and `rollback` that act on the host beyond its
+/// files, bound to one object: `--remount`, `--restart UNIT`...,
+/// `--restart-timeout SECONDS`, `--reboot never|if-needed|always`,
+/// `--reboot-timeout SECONDS`.
+class HostActionOptions {
+ public:
+  /// Adds the flags to `command`.
+  void add_to(CLI::App& command);
+  /// The flags as given (units mangled as systemctl does: `k3s` → `k3s.service`).
+  /// Throws UsageError for an invalid unit name.
+  [[nodiscard]] HostActions actions() const;
+
+ private:
+  bool m_remount = false;
+  std::vector<std::string> m_restart;
+  std::string m_reboot = "never";
+  double m_reboot_timeout = static_cast<double>(k_default_reboot_timeout.count());
+  double m_restart_timeout = static_cast<double>(k_default_restart_timeout.count());
+};
+
+}  // namespace hoist::cli

@@ -1,0 +1,214 @@
+#include "hoist/host/host_steps.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hoist/host/boot_id.hpp"
+#include "hoist/host/interruption.hpp"
+#include "hoist/model/state_update.hpp"
+#include "hoist/sys/mount_namespace.hpp"
+#include "hoist/sys/system_bus.hpp"
+#include "hoist/sys/termination.hpp"
+#include "hoist/util/error.hpp"
+#include "reboot.hpp"
+#include "unit_restart.hpp"
+
+namespace hoist {
+
+namespace {
+
+constexpr const char* k_sysext_unit = "systemd-sysext.service";
+constexpr std::chrono::seconds k_call_timeout{25};
+
+std::string env_or(const Environment& env, const char* name, const std::string& fallback) {
+  const auto it = env.find(name);
+  return it == env.end() || it->second.empty() ? fallback : it->second;
+}
+
+std::string targets_of(const std::vector<SwitchedComponent>& components) {
+  std::string text;
+  for (const auto& component : components) {
+    text += (text.empty() ? "" : ", ") + component.name + " " + component.version;
+  }
+  return text;
+}
+
+}  // namespace
+
+HostSteps::HostSteps(const Context& context, std::string command, HostActions actions, DryRun dry_run)
+    : m_context(context), m_command(std::move(command)), m_actions(std::move(actions)), m_dry_run(dry_run) {
+  termination::install();
+}
+
+HostSteps::~HostSteps() = default;
+
+SystemBus& HostSteps::bus() {
+  if (!m_bus) {
+    auto address = system_bus_address(m_context.root(), env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""));
+    if (!address) {
+      throw Failure(address.error().message);
+    }
+    auto connected = SystemBus::connect(std::move(*address), k_call_timeout);
+    if (!connected) {
+      throw Failure(connected.error().message);
+    }
+    m_bus = std::make_unique<SystemBus>(std::move(*connected));
+  }
+  return *m_bus;
+}
+
+Handshake HostSteps::settle_pending_reboot(const StateStore& store, ComponentState& state, std::string_view target) {
+  if (!state.pending_reboot) {
+    return Handshake::none;
+  }
+  const PendingReboot pending = *state.pending_reboot;
+  const std::string boot_id = read_boot_id(m_context.root());
+  if (boot_id.empty()) {
+    throw Failure("cannot tell whether the host rebooted: its boot id cannot be read (" +
+                  m_context.root().display("/proc/sys/kernel/random/boot_id") + ")");
+  }
+  const bool dry_run = m_dry_run == DryRun::yes;
+  if (boot_id == pending.boot_id) {
+    if (dry_run) {
+      spdlog::info("{}: the reboot into {} asked for at {} has not happened yet (boot {})", state.component,
+                   pending.target, pending.requested_at, boot_id);
+      return Handshake::none;
+    }
+    // The run that asked was stopped before the host went down (its pod was
+    // deleted, the reboot was cancelled): the reboot is still owed.
+    spdlog::warn("{}: the reboot into {} asked for at {} has not happened (the boot id is still {}): asking again",
+                 state.component, pending.target, pending.requested_at, boot_id);
+    const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
+    const RebootRoute route = request_reboot(
+        m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
+    spdlog::info("asked for the reboot through {}", to_string(route));
+    wait_for_reboot(deadline, state.component + " " + pending.target, m_actions.reboot_timeout);
+  }
+  if (state.current == pending.target) {
+    spdlog::info("{}: the host rebooted into {} (boot id {} → {}): done, no second reboot", state.component,
+                 pending.target, pending.boot_id, boot_id);
+    m_reboot_confirmed = true;
+    if (!dry_run) {
+      state.pending_reboot.reset();
+      state.boot_id = boot_id;
+      set_last_result(state, m_command, outcome::k_succeeded, pending.target, "rebooted into " + pending.target);
+      store.save(state);
+    }
+    return Handshake::completed;
+  }
+  const std::string message = "the host rebooted (boot id " + pending.boot_id + " → " + boot_id + ") but " +
+                              state.component + " is at " + (state.current.empty() ? "nothing" : state.current) +
+                              ", not " + pending.target +
+                              ": the host came back on the old version; not rebooting again";
+  if (!target.empty() && target != pending.target) {
+    spdlog::warn("{} (dropping that record: this run installs {})", message, target);
+    if (!dry_run) {
+      state.pending_reboot.reset();
+      store.save(state);
+    }
+    return Handshake::none;
+  }
+  if (!dry_run) {
+    set_last_result(state, m_command, outcome::k_failed, pending.target, message);
+    save_failure_record(store, state);
+  }
+  throw Failure(message);
+}
+
+void HostSteps::make_writable(const std::vector<std::string>& host_paths) {
+  if (host_paths.empty() || m_dry_run == DryRun::yes || m_writable) {
+    return;
+  }
+  throw_if_interrupted("remounting");
+  m_writable.emplace(m_context.root(), host_paths,
+                     env_or(m_context.env, k_mount_namespace_env, MountNamespace::k_host_path));
+}
+
+void HostSteps::record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
+                               const std::string& message) {
+  for (const auto& component : components) {
+    if (!component.changed) {
+      continue;
+    }
+    if (auto state = store.load(component.name)) {
+      set_last_result(*state, m_command, outcome::k_failed, component.version, message);
+      save_failure_record(store, *state);
+    }
+  }
+}
+
+void HostSteps::after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components) {
+  if (m_writable) {
+    // Before anything slow: a reboot must not find the host writable.
+    try {
+      m_writable->restore();
+    } catch (const Error& e) {
+      m_writable.reset();
+      record_failure(store, components, e.what());
+      throw;
+    }
+    m_writable.reset();
+  }
+  const bool changed =
+      std::any_of(components.begin(), components.end(), [](const SwitchedComponent& c) { return c.changed; });
+  const bool sysext = std::any_of(components.begin(), components.end(), [](const SwitchedComponent& c) {
+    return c.changed && c.kind == ComponentKind::sysext;
+  });
+  std::vector<std::pair<std::string, RestartMethod>> restarts;
+  if (sysext) {
+    restarts.emplace_back(k_sysext_unit, RestartMethod::reload_or_restart);
+  }
+  if (changed) {
+    for (const auto& unit : m_actions.restart_units) {
+      restarts.emplace_back(unit, RestartMethod::restart);
+    }
+  }
+  for (const auto& [unit, method] : restarts) {
+    throw_if_interrupted("restarting " + unit);
+    try {
+      restart_unit(bus(), unit, method, m_actions.restart_timeout);
+    } catch (const Error& e) {
+      const std::string message = std::string(e.what()) + " (" + targets_of(components) + " switched)";
+      record_failure(store, components, message);
+      throw Failure(message);
+    }
+  }
+  const bool reboot_needed = (m_actions.reboot == RebootPolicy::always && !m_reboot_confirmed) ||
+                             (m_actions.reboot == RebootPolicy::if_needed && changed);
+  if (reboot_needed) {
+    reboot(store, components);
+  }
+  if (m_actions.reboot != RebootPolicy::never) {
+    spdlog::info("no reboot: {}", m_reboot_confirmed ? "the host already rebooted into this version"
+                                                     : "nothing changed (--reboot if-needed)");
+  }
+}
+
+void HostSteps::reboot(const StateStore& store, const std::vector<SwitchedComponent>& components) {
+  throw_if_interrupted("rebooting");
+  // The handshake's first half: what must be current after the boot, and the
+  // boot it must come after, recorded before the request (the request may be
+  // the last thing this process does).
+  const std::string boot_id = read_boot_id(m_context.root());
+  const std::string now = now_rfc3339();
+  for (const auto& component : components) {
+    auto state = store.load(component.name);
+    if (!state) {
+      continue;
+    }
+    state->pending_reboot = PendingReboot{component.version, boot_id, now};
+    set_last_result(*state, m_command, outcome::k_rebooting, component.version);
+    store.save(*state);
+  }
+  spdlog::info("rebooting for {} (--reboot {}; boot id {})", targets_of(components), to_string(m_actions.reboot),
+               boot_id);
+  m_bus.reset();  // request_reboot() makes its own connection
+  const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
+  const RebootRoute route = request_reboot(
+      m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
+  spdlog::info("asked for the reboot through {}", to_string(route));
+  wait_for_reboot(deadline, targets_of(components), m_actions.reboot_timeout);
+}
+
+}  // namespace hoist

@@ -1,0 +1,154 @@
+// The file kind (DESIGN.md): each version's copy under the state directory, the
+// file's own host path a symlink to the current copy.
+//
+//   <state>/<component>/v1.30.1+k3s1/k3s      a complete version (only ever made by a rename)
+//   <state>/<component>/.v1.30.2+k3s1.partial/ a staging in progress
+//   <state>/<component>/pre-hoist/k3s         what was at the destination before hoist
+//   /usr/local/bin/k3s -> /var/lib/hoist/k3s/v1.30.1+k3s1/k3s   host-absolute
+//
+// The destination is never written in place: a running binary cannot be
+// (ETXTBSY), and a half-written one must never be what the host starts.
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "hoist/install/installer.hpp"
+#include "hoist/sys/atomic_symlink.hpp"
+#include "hoist/sys/copy_file.hpp"
+#include "hoist/sys/directory.hpp"
+#include "hoist/sys/host_dir.hpp"
+#include "hoist/util/error.hpp"
+#include "linked_versions.hpp"
+
+namespace hoist {
+
+namespace {
+
+class FileInstaller final : public LinkedVersionInstaller {
+ public:
+  FileInstaller(const HostRoot& root, InstallTarget target, Durability /*durability*/)
+      : LinkedVersionInstaller(root, std::move(target)) {}
+
+  TransferStats stage(const Payload& payload, const std::string& version, const TransferOptions& options) override {
+    HostDir versions = HostDir::create(m_root, m_versions_path, 0755, &m_made).value();
+    adopt_foreign_file(versions);
+    // Also a copy that a killed run made: its state never learned of it.
+    m_adopted = has_version(versions, std::string(k_pre_hoist_version));
+    if (staged_before(versions, version, "holds no '" + m_link_name + "'")) {
+      return {};
+    }
+    TransferStats stats;
+    const bool replaces = replaces_our_link();
+    publish(versions, version, [&](const std::string& partial) {
+      HostDir staging = versions.make_child(partial).value();
+      stats = copy_payload_file(payload, staging, m_link_name, replaces, options);
+      staging.sync().value();
+    });
+    staged(version);
+    return stats;
+  }
+
+  /// The pre-hoist copy, whenever one is kept: the state records it (again) as
+  /// a kept version, and as previous when nothing else is.
+  [[nodiscard]] std::optional<std::string> adopted_version() const override {
+    return m_adopted ? std::optional<std::string>(k_pre_hoist_version) : std::nullopt;
+  }
+
+  TransferStats preview(const Payload& payload, const std::string& installed,
+                        const TransferOptions& /*options*/) override {
+    auto versions = HostDir::open(m_root, m_versions_path);
+    const bool have = !installed.empty() && versions && has_version(*versions, installed);
+    return preview_payload_file(payload, versions ? &*versions : nullptr,
+                                have ? installed + "/" + m_link_name : std::string());
+  }
+
+ private:
+  /// `<versions>/<version>/<file>`: a directory per version, which holds the file under its own name.
+  [[nodiscard]] std::string entry_name(const std::string& version) const override { return version; }
+
+  [[nodiscard]] std::string link_target(const std::string& version) const override {
+    return join_host_path(join_host_path(m_versions_path, version), m_link_name);
+  }
+
+  [[nodiscard]] bool has_version(const HostDir& versions, const std::string& version) const override {
+    const auto st = versions.stat(version + "/" + m_link_name);
+    // The pre-hoist copy of a link that hoist replaced is a link itself.
+    return st && (S_ISREG(st->st_mode) || (version == k_pre_hoist_version && S_ISLNK(st->st_mode)));
+  }
+
+  /// The file that was there is kept as pre-hoist: undoing the first switch links to that copy.
+  [[nodiscard]] std::string link_before_first_switch(const HostDir& /*parent*/) const override {
+    return m_adopted ? link_target(std::string(k_pre_hoist_version)) : std::string();
+  }
+
+  // Whether the destination is hoist's link now (an upgrade changes the file).
+  [[nodiscard]] bool replaces_our_link() const {
+    auto parent = HostDir::open(m_root, m_dest_parent);
+    if (!parent) {
+      return false;
+    }
+    auto link = read_symlink(parent->fd(), m_link_name, parent->display(m_link_name));
+    return link && link->starts_with(join_host_path(m_versions_path, ""));
+  }
+
+  // A file (k3s's installer puts a regular file there) or a link that hoist did
+  // not make is kept as the version `pre-hoist`, so that a rollback can return
+  // to it. It is copied, not moved: the destination must exist at every instant.
+  void adopt_foreign_file(const HostDir& versions) {
+    auto parent = HostDir::open(m_root, m_dest_parent);
+    if (!parent) {
+      return;
+    }
+    const auto st = parent->stat(m_link_name);
+    if (!st) {
+      return;
+    }
+    const std::string shown = parent->display(m_link_name);
+    if (S_ISDIR(st->st_mode)) {
+      throw Failure("cannot install '" + shown + "': it is a directory");
+    }
+    std::string link;
+    if (S_ISLNK(st->st_mode)) {
+      link = read_symlink(parent->fd(), m_link_name, shown).value();
+      if (link.starts_with(join_host_path(m_versions_path, ""))) {
+        return;  // hoist's own link
+      }
+      if (!link.starts_with('/')) {
+        link = join_host_path(m_dest_parent, link);  // the copy lives elsewhere: make it absolute
+      }
+    } else if (!S_ISREG(st->st_mode)) {
+      throw Failure("cannot install '" + shown + "': it is neither a regular file nor a symlink");
+    }
+    const std::string version(k_pre_hoist_version);
+    publish(versions, version, [&](const std::string& partial) {
+      HostDir staging = versions.make_child(partial).value();
+      if (!link.empty()) {
+        if (::symlinkat(link.c_str(), staging.fd(), m_link_name.c_str()) != 0) {
+          throw Failure(system_message("create symlink '" + staging.display(m_link_name) + "'", errno));
+        }
+      } else {
+        Fd source(::openat(parent->fd(), m_link_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+        if (!source) {
+          throw Failure(system_message("open '" + shown + "'", errno));
+        }
+        copy_file_to(source.get(), staging.fd(), m_link_name, staging.display(m_link_name)).value();
+      }
+      staging.sync().value();
+      versions.remove_entry(version).value();
+    });
+    m_adopted = true;
+    spdlog::info("{}: kept the file that was at {} as version {}", m_target.component, shown, version);
+  }
+
+  bool m_adopted = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Installer> make_file_installer(const HostRoot& root, InstallTarget target, Durability durability) {
+  return std::make_unique<FileInstaller>(root, std::move(target), durability);
+}
+
+}  // namespace hoist

@@ -1,0 +1,170 @@
+#include "hoist/kube/plan_progress.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "hoist/util/error.hpp"
+
+namespace hoist {
+
+namespace {
+
+// A nested string field, or "" when any step is missing or of another type:
+// objects from the API omit empty fields.
+std::string string_at(const nlohmann::json& object, std::initializer_list<const char*> path) {
+  const nlohmann::json* at = &object;
+  for (const char* key : path) {
+    if (!at->is_object()) {
+      return {};
+    }
+    const auto it = at->find(key);
+    if (it == at->end()) {
+      return {};
+    }
+    at = &*it;
+  }
+  return at->is_string() ? at->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+nlohmann::json trim_node(nlohmann::json&& node) {
+  nlohmann::json trimmed = nlohmann::json::object();
+  trimmed["metadata"]["name"] = string_at(node, {"metadata", "name"});
+  if (node.is_object()) {
+    if (const auto metadata = node.find("metadata"); metadata != node.end() && metadata->is_object()) {
+      if (const auto labels = metadata->find("labels"); labels != metadata->end() && labels->is_object()) {
+        trimmed["metadata"]["labels"] = std::move(*labels);
+      }
+    }
+  }
+  trimmed["status"]["nodeInfo"]["kubeletVersion"] = string_at(node, {"status", "nodeInfo", "kubeletVersion"});
+  return trimmed;
+}
+
+NodeView NodeView::from_json(const nlohmann::json& node) {
+  NodeView view;
+  view.name = string_at(node, {"metadata", "name"});
+  if (view.name.empty()) {
+    throw Failure("a node from the API has no metadata.name");
+  }
+  if (const auto& metadata = node.at("metadata"); metadata.contains("labels") && metadata["labels"].is_object()) {
+    for (const auto& [key, value] : metadata["labels"].items()) {
+      if (value.is_string()) {
+        view.labels.emplace(key, value.get<std::string>());
+      }
+    }
+  }
+  view.kubelet_version = string_at(node, {"status", "nodeInfo", "kubeletVersion"});
+  return view;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) {
+    if (!text.empty()) {
+      text += ", ";
+    }
+    text += name;
+  }
+  return text;
+}
+
+std::string munge_version(std::string version) {
+  std::replace(version.begin(), version.end(), '+', '-');
+  return version;
+}
+
+PlanProgress evaluate_plan(const std::string& plan_name, const nlohmann::json* plan, const NodeMap& nodes,
+                           const std::optional<std::string>& node_version) {
+  PlanProgress progress;
+  if (plan == nullptr) {
+    progress.state = PlanProgress::State::missing;
+    return progress;
+  }
+  try {
+    progress.selector = plan_node_selector(*plan);
+  } catch (const UsageError& error) {
+    progress.state = PlanProgress::State::invalid;
+    progress.detail = error.what();
+    return progress;
+  }
+  progress.latest_hash = string_at(*plan, {"status", "latestHash"});
+  if (const auto status = plan->find("status"); status != plan->end() && status->is_object()) {
+    if (const auto applying = status->find("applying"); applying != status->end() && applying->is_array()) {
+      for (const auto& host : *applying) {
+        if (host.is_string()) {
+          progress.applying.push_back(host.get<std::string>());
+        }
+      }
+    }
+  }
+  std::sort(progress.applying.begin(), progress.applying.end());
+
+  const std::string spec_version = string_at(*plan, {"spec", "version"});
+  const std::string latest_version = string_at(*plan, {"status", "latestVersion"});
+  if (progress.latest_hash.empty()) {
+    progress.state = PlanProgress::State::unresolved;
+    progress.detail = "no status.latestHash yet";
+    return progress;
+  }
+  // Right after the spec changes, the status still describes the old version and
+  // every node may carry the old hash: that must not read as "complete".
+  if (!spec_version.empty() && latest_version != munge_version(spec_version)) {
+    progress.state = PlanProgress::State::unresolved;
+    progress.detail =
+        "status.latestVersion '" + latest_version + "' does not match spec.version '" + spec_version + "' yet";
+    return progress;
+  }
+
+  const std::string label = plan_label(plan_name);
+  const std::optional<std::string> target = node_version ? std::optional(munge_version(*node_version)) : std::nullopt;
+  for (const auto& [name, node] : nodes) {
+    if (!progress.selector->matches(node.labels)) {
+      continue;
+    }
+    const auto it = node.labels.find(label);
+    const bool labeled = it != node.labels.end() && it->second == progress.latest_hash;
+    const bool right_version = !target || munge_version(node.kubelet_version) == *target;
+    if (labeled && right_version) {
+      progress.done.push_back(name);
+    } else {
+      progress.pending.push_back(name);
+      if (labeled) {
+        progress.wrong_version.push_back(name);
+      }
+    }
+  }
+  progress.state = progress.applying.empty() && progress.pending.empty() ? PlanProgress::State::complete
+                                                                         : PlanProgress::State::waiting;
+  return progress;
+}
+
+std::string PlanProgress::summary(const std::string& plan) const {
+  const std::string name = "plan '" + plan + "'";
+  switch (state) {
+    case State::missing: return name + " does not exist yet; waiting for it to be created";
+    case State::unresolved: return name + " is not resolved by system-upgrade-controller yet (" + detail + ")";
+    case State::invalid: return name + " has an invalid node selector, waiting for it to be fixed: " + detail;
+    case State::waiting:
+    case State::complete: break;
+  }
+  const size_t selected = done.size() + pending.size();
+  std::string text = name + ": " + std::to_string(done.size()) + "/" + std::to_string(selected) + " nodes done";
+  if (state == State::complete) {
+    return text + " at hash " + latest_hash + "; complete";
+  }
+  if (!applying.empty()) {
+    text += "; applying: " + join_names(applying);
+  }
+  if (!pending.empty()) {
+    text += "; waiting for: " + join_names(pending);
+  }
+  if (!wrong_version.empty()) {
+    text += "; labeled but on another kubelet version: " + join_names(wrong_version);
+  }
+  return text;
+}
+
+}  // namespace hoist

@@ -1,0 +1,149 @@
+#include "hoist/model/component.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "hoist/model/state.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
+
+namespace hoist {
+
+namespace {
+
+std::string prefixed(std::string_view where, const std::string& message) {
+  return where.empty() ? message : std::string(where) + ": " + message;
+}
+
+// SUC's munging of the Plan's version (job.go): every '+' becomes '-'.
+std::string munged(std::string text) {
+  std::replace(text.begin(), text.end(), '+', '-');
+  return text;
+}
+
+}  // namespace
+
+ComponentKind parse_component_kind(std::string_view name) {
+  if (name == "tree") {
+    return ComponentKind::tree;
+  }
+  if (name == "file") {
+    return ComponentKind::file;
+  }
+  if (name == "sync") {
+    return ComponentKind::sync;
+  }
+  if (name == "sysext") {
+    return ComponentKind::sysext;
+  }
+  throw UsageError("invalid kind '" + std::string(name) + "': expected tree, file, sysext or sync");
+}
+
+std::string_view to_string(ComponentKind kind) {
+  switch (kind) {
+    case ComponentKind::tree: return "tree";
+    case ComponentKind::file: return "file";
+    case ComponentKind::sync: return "sync";
+    case ComponentKind::sysext: return "sysext";
+  }
+  return "?";
+}
+
+void validate_spec(const ComponentSpec& spec, std::string_view where) {
+  try {
+    validate_component_name(spec.name);
+  } catch (const UsageError& e) {
+    throw UsageError(prefixed(where, e.what()));
+  }
+  if (spec.source.empty()) {
+    throw UsageError(prefixed(where, "no source for component '" + spec.name + "'"));
+  }
+  const std::string& dest = spec.destination;
+  // Checked first: a NUL would cut the path short at the first system call, and a newline or an escape would
+  // forge the log lines that quote it.
+  if (has_control_character(dest)) {
+    throw UsageError(prefixed(where, "destination '" + escaped(dest) + "' of component '" + spec.name +
+                                         "' must not contain control characters"));
+  }
+  if (dest.empty() || dest.front() != '/') {
+    throw UsageError(
+        prefixed(where, "destination '" + dest + "' of component '" + spec.name + "' must be an absolute host path"));
+  }
+  for (const auto& part : std::filesystem::path(dest)) {
+    if (part == "." || part == "..") {
+      throw UsageError(prefixed(
+          where, "destination '" + dest + "' of component '" + spec.name + "' must not have '.' or '..' components"));
+    }
+  }
+  if (std::filesystem::path(dest).relative_path().empty()) {
+    throw UsageError(prefixed(where, "destination of component '" + spec.name + "' must not be '/'"));
+  }
+  if (spec.keep < 1) {
+    throw UsageError(prefixed(where, "keep must be at least 1 for component '" + spec.name + "'"));
+  }
+  if (!spec.signature.empty() && spec.public_key.empty()) {
+    throw UsageError(prefixed(where, "a signature needs a public key to check it with (--public-key)"));
+  }
+  if (!spec.public_key.empty() && spec.signature.empty()) {
+    throw UsageError(prefixed(where, "a public key needs a signature to check (--signature)"));
+  }
+  if (!spec.signature.empty() && spec.sha256sums.empty()) {
+    throw UsageError(prefixed(where, "a signature is checked over SHA256SUMS: give --sha256sums too"));
+  }
+  if (!spec.payload_version.empty()) {
+    Version::parse(spec.version_scheme, spec.payload_version);
+  }
+}
+
+void validate_version_name(std::string_view version) {
+  if (version == "current" || version == "previous" || version == "state.json" || version == k_pre_hoist_version ||
+      version.starts_with('.')) {
+    throw UsageError("version '" + std::string(version) + "' cannot be used: hoist uses that name on the host");
+  }
+}
+
+Version agree_on_version(VersionScheme scheme, const VersionSources& sources, std::string_view component) {
+  struct Source {
+    const char* what;
+    std::optional<Version> version;
+  };
+  std::vector<Source> given;
+  auto add = [&](const char* what, const std::string& text) {
+    if (text.empty()) {
+      return;
+    }
+    try {
+      given.push_back({what, Version::parse(scheme, text)});
+    } catch (const UsageError& e) {
+      throw UsageError(std::string(e.what()) + " (" + what + ")");
+    }
+  };
+  add("the payload's manifest", sources.payload);
+  add("--version", sources.flag);
+  add("SYSTEM_UPGRADE_PLAN_LATEST_VERSION", sources.env);
+  if (given.empty()) {
+    throw UsageError("no version for component '" + std::string(component) +
+                     "': give --version, or run from a SUC Plan (SYSTEM_UPGRADE_PLAN_LATEST_VERSION)");
+  }
+  const bool env_given = !sources.env.empty();
+  for (size_t i = 0; i < given.size(); ++i) {
+    for (size_t j = i + 1; j < given.size(); ++j) {
+      const Version& a = *given[i].version;
+      const Version& b = *given[j].version;
+      const bool b_is_env = env_given && j + 1 == given.size();
+      const bool agree =
+          a == b || (b_is_env && munged(a.canonical()) == b.text()) || (b_is_env && munged(a.text()) == b.text());
+      if (!agree) {
+        throw UsageError("versions disagree for component '" + std::string(component) + "': '" + a.text() + "' from " +
+                         given[i].what + " but '" + b.text() + "' from " + given[j].what);
+      }
+    }
+  }
+  const Version& chosen = *given.front().version;
+  Version result = Version::parse(scheme, chosen.canonical());
+  validate_version_name(result.text());
+  return result;
+}
+
+}  // namespace hoist

@@ -1,0 +1,285 @@
+#include "hoist/model/manifest.hpp"
+
+#include <fcntl.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "hoist/model/state.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
+
+namespace hoist {
+
+using nlohmann::json;
+
+namespace {
+
+// Manifests are small; a bigger file is a mistake, not a manifest.
+constexpr size_t k_max_manifest_bytes = 1U << 20U;
+
+// nlohmann keeps the last of duplicate keys silently; a manifest where a key
+// appears twice is ambiguous, so the parser callback tracks the key path and
+// refuses it.
+class DuplicateKeyCheck {
+ public:
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        start_element();
+        m_frames.push_back({event == json::parse_event_t::object_start, {}, {}, -1});
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end: m_frames.pop_back(); break;
+      case json::parse_event_t::key: {
+        Frame& frame = m_frames.back();
+        frame.key = parsed.get<std::string>();
+        if (!frame.keys.insert(frame.key).second) {
+          m_duplicate = path() + ": duplicate key";
+          throw std::runtime_error(m_duplicate);
+        }
+        break;
+      }
+      case json::parse_event_t::value: start_element(); break;
+    }
+    return true;
+  }
+  [[nodiscard]] const std::string& duplicate() const { return m_duplicate; }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+    long index;
+  };
+  void start_element() {
+    if (!m_frames.empty() && !m_frames.back().object) {
+      ++m_frames.back().index;
+    }
+  }
+  [[nodiscard]] std::string path() const {
+    std::string result = "$";
+    for (const Frame& frame : m_frames) {
+      result += frame.object ? "." + frame.key : "[" + std::to_string(frame.index) + "]";
+    }
+    return result;
+  }
+  std::vector<Frame> m_frames;
+  std::string m_duplicate;
+};
+
+// Typed, strict access to one JSON object at a key path.
+class ObjectReader {
+ public:
+  ObjectReader(const json& object, std::string path, const std::string& file, std::set<std::string> known)
+      : m_object(object), m_path(std::move(path)), m_file(file) {
+    if (!m_object.is_object()) {
+      fail(m_path, "expected an object");
+    }
+    for (const auto& [key, value] : m_object.items()) {
+      if (!known.contains(key)) {
+        fail(m_path + "." + escaped(key), "unknown key");
+      }
+    }
+  }
+
+  [[nodiscard]] bool has(const char* key) const { return m_object.contains(key); }
+
+  [[nodiscard]] std::string string(const char* key, bool required) const {
+    const json* value = find(key, required);
+    if (value == nullptr) {
+      return {};
+    }
+    if (!value->is_string()) {
+      fail(at(key), "expected a string");
+    }
+    auto text = value->get<std::string>();
+    if (text.empty()) {
+      fail(at(key), "must not be empty");
+    }
+    // JSON may spell a NUL (\u0000); a C string would end there, so "/etc\u0000/app" would name /etc.
+    if (text.find('\0') != std::string::npos) {
+      fail(at(key), "must not contain a NUL character");
+    }
+    return text;
+  }
+
+  [[nodiscard]] bool boolean(const char* key) const {
+    const json* value = find(key, false);
+    if (value == nullptr) {
+      return false;
+    }
+    if (!value->is_boolean()) {
+      fail(at(key), "expected true or false");
+    }
+    return value->get<bool>();
+  }
+
+  [[nodiscard]] std::optional<unsigned> positive(const char* key) const {
+    const json* value = find(key, false);
+    if (value == nullptr) {
+      return std::nullopt;
+    }
+    if (!value->is_number_unsigned() || value->get<uint64_t>() < 1 || value->get<uint64_t>() > 1000) {
+      fail(at(key), "expected an integer from 1 to 1000");
+    }
+    return value->get<unsigned>();
+  }
+
+  [[nodiscard]] const json& array(const char* key) const {
+    const json* value = find(key, true);
+    if (!value->is_array()) {
+      fail(at(key), "expected an array");
+    }
+    return *value;
+  }
+
+  [[nodiscard]] std::string at(const char* key) const { return m_path + "." + key; }
+
+  [[noreturn]] void fail(const std::string& path, const std::string& why) const {
+    throw UsageError("invalid manifest '" + m_file + "': " + path + ": " + why);
+  }
+
+ private:
+  [[nodiscard]] const json* find(const char* key, bool required) const {
+    const auto it = m_object.find(key);
+    if (it == m_object.end()) {
+      if (required) {
+        fail(at(key), "missing");
+      }
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  const json& m_object;
+  std::string m_path;
+  const std::string& m_file;
+};
+
+// Runs `parse` on a value and reports its UsageError at `path`.
+template <typename F>
+auto checked(const ObjectReader& reader, const std::string& path, F&& parse) {
+  try {
+    return parse();
+  } catch (const UsageError& e) {
+    reader.fail(path, e.what());
+  }
+}
+
+std::filesystem::path container_path(const std::filesystem::path& base, const std::string& text) {
+  if (text.empty()) {
+    return {};
+  }
+  const std::filesystem::path path(text);
+  return path.is_absolute() ? path : base / path;
+}
+
+}  // namespace
+
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path) {
+  const std::string file = path.string();
+  DuplicateKeyCheck duplicates;
+  json document;
+  try {
+    document = json::parse(text, std::ref(duplicates));
+  } catch (const json::parse_error& e) {
+    // nlohmann's message already says where: "parse error at line 3, column 5: ...".
+    throw UsageError("invalid manifest '" + file + "': " + e.what());
+  } catch (const std::runtime_error&) {
+    if (duplicates.duplicate().empty()) {
+      throw;
+    }
+    throw UsageError("invalid manifest '" + file + "': " + duplicates.duplicate());
+  } catch (const json::exception& e) {
+    // Not only syntax: a number past double's range (1e400) is out_of_range (found by fuzz/manifest.cpp).
+    throw UsageError("invalid manifest '" + file + "': " + e.what());
+  }
+
+  const ObjectReader top(document, "$", file, {"schema", "version", "version_scheme", "components"});
+  const auto schema = document.find("schema");
+  if (schema == document.end()) {
+    top.fail("$.schema", "missing");
+  }
+  if (!schema->is_number_integer() || schema->get<int64_t>() != k_manifest_schema) {
+    top.fail("$.schema", "expected " + std::to_string(k_manifest_schema));
+  }
+
+  Manifest manifest;
+  if (top.has("version_scheme")) {
+    const std::string name = top.string("version_scheme", true);
+    manifest.version_scheme = checked(top, "$.version_scheme", [&] { return parse_version_scheme(name); });
+  }
+  manifest.version = top.string("version", false);
+  if (!manifest.version.empty()) {
+    checked(top, "$.version",
+            [&] { return Version::parse(manifest.version_scheme.value_or(VersionScheme::semver), manifest.version); });
+  }
+
+  const json& components = top.array("components");
+  if (components.empty()) {
+    top.fail("$.components", "expected at least one component");
+  }
+  const std::filesystem::path base = path.parent_path();
+  std::map<std::string, std::string> first_seen;
+  for (size_t i = 0; i < components.size(); ++i) {
+    const std::string where = "$.components[" + std::to_string(i) + "]";
+    const ObjectReader entry(components[i], where, file,
+                             {"name", "kind", "source", "destination", "version", "version_scheme", "allow_downgrade",
+                              "keep", "checksum", "sha256sums", "signature", "public_key", "remount"});
+    ComponentSpec spec;
+    spec.name = entry.string("name", true);
+    checked(entry, entry.at("name"), [&] {
+      validate_component_name(spec.name);
+      return 0;
+    });
+    if (const auto [it, inserted] = first_seen.emplace(spec.name, entry.at("name")); !inserted) {
+      entry.fail(entry.at("name"), "component '" + spec.name + "' is listed twice (first at " + it->second + ")");
+    }
+    const std::string kind = entry.string("kind", true);
+    spec.kind = checked(entry, entry.at("kind"), [&] { return parse_component_kind(kind); });
+    spec.source = container_path(base, entry.string("source", true));
+    spec.destination = entry.string("destination", true);
+    spec.version_scheme = manifest.version_scheme.value_or(VersionScheme::semver);
+    if (entry.has("version_scheme")) {
+      const std::string name = entry.string("version_scheme", true);
+      spec.version_scheme = checked(entry, entry.at("version_scheme"), [&] { return parse_version_scheme(name); });
+    }
+    const std::string own = entry.string("version", false);
+    manifest.own_version.push_back(!own.empty());
+    spec.payload_version = own.empty() ? manifest.version : own;
+    if (!spec.payload_version.empty()) {
+      checked(entry, own.empty() ? std::string("$.version") : entry.at("version"), [&] {
+        validate_version_name(spec.payload_version);
+        return Version::parse(spec.version_scheme, spec.payload_version);
+      });
+    }
+    spec.allow_downgrade = entry.boolean("allow_downgrade") ? AllowDowngrade::yes : AllowDowngrade::no;
+    spec.keep = entry.positive("keep").value_or(k_default_keep);
+    spec.compare = entry.boolean("checksum") ? Compare::checksum : Compare::quick;
+    spec.remount = entry.boolean("remount") ? Remount::yes : Remount::no;  // host integration: --remount for one
+    spec.sha256sums = container_path(base, entry.string("sha256sums", false));
+    spec.signature = container_path(base, entry.string("signature", false));
+    spec.public_key = container_path(base, entry.string("public_key", false));
+    checked(entry, where, [&] {
+      validate_spec(spec);
+      return 0;
+    });
+    manifest.components.push_back(std::move(spec));
+  }
+  return manifest;
+}
+
+Manifest load_manifest(const std::filesystem::path& path) {
+  auto text = read_file_at(AT_FDCWD, path.string(), path.string(), k_max_manifest_bytes);
+  if (!text) {
+    throw UsageError(text.error().message + " (--manifest)");
+  }
+  return parse_manifest(*text, path);
+}
+
+}  // namespace hoist

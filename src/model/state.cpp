@@ -1,0 +1,246 @@
+#include "hoist/model/state.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "hoist/sys/atomic_file.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/util/file_io.hpp"
+
+namespace hoist {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view k_state_file = "state.json";
+
+std::string join(std::string_view dir, std::string_view name) {
+  std::string path(dir);
+  if (path.empty() || path.back() != '/') {
+    path += '/';
+  }
+  path += name;
+  return path;
+}
+
+json optional_object(const std::optional<LastResult>& result) {
+  if (!result) {
+    return nullptr;
+  }
+  return json{{"command", result->command},
+              {"outcome", result->outcome},
+              {"version", result->version},
+              {"time", result->time},
+              {"message", result->message}};
+}
+
+json optional_object(const std::optional<PendingReboot>& reboot) {
+  if (!reboot) {
+    return nullptr;
+  }
+  return json{{"target", reboot->target}, {"boot_id", reboot->boot_id}, {"requested_at", reboot->requested_at}};
+}
+
+// Strict field access: a missing or mistyped field is corruption, named.
+class Reader {
+ public:
+  Reader(const json& object, std::string where) : m_object(object), m_where(std::move(where)) {
+    if (!m_object.is_object()) {
+      fail("expected an object");
+    }
+  }
+  [[nodiscard]] std::string string(const char* key) const {
+    const auto it = m_object.find(key);
+    if (it == m_object.end() || !it->is_string()) {
+      fail(std::string("field '") + key + "' must be a string");
+    }
+    auto text = it->get<std::string>();
+    if (text.find('\0') != std::string::npos) {  // JSON may spell one (\u0000); no name or path of hoist has one
+      fail(std::string("field '") + key + "' contains a NUL character");
+    }
+    return text;
+  }
+  [[nodiscard]] const json& any(const char* key) const {
+    const auto it = m_object.find(key);
+    if (it == m_object.end()) {
+      fail(std::string("field '") + key + "' is missing");
+    }
+    return *it;
+  }
+  [[noreturn]] void fail(const std::string& why) const { throw Failure(m_where + ": " + why); }
+  [[nodiscard]] const std::string& where() const { return m_where; }
+
+ private:
+  const json& m_object;
+  std::string m_where;
+};
+
+}  // namespace
+
+void validate_component_name(std::string_view name) {
+  auto valid_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+  };
+  const bool ok = !name.empty() && name.size() <= 63 && valid_char(name.front()) && name.front() != '.' &&
+                  name.front() != '_' && name.front() != '-' && std::all_of(name.begin(), name.end(), valid_char);
+  if (!ok) {
+    throw UsageError("invalid component name '" + std::string(name) +
+                     "': expected [a-z0-9][a-z0-9._-]*, at most 63 characters");
+  }
+}
+
+std::string to_json_text(const ComponentState& state) {
+  json versions = json::array();
+  for (const auto& record : state.versions) {
+    versions.push_back({{"version", record.version}, {"installed_at", record.installed_at}});
+  }
+  const json document{{"schema", k_state_schema},
+                      {"component", state.component},
+                      {"kind", state.kind},
+                      {"destination", state.destination},
+                      {"version_scheme", state.version_scheme},
+                      {"current", state.current},
+                      {"previous", state.previous},
+                      {"versions", versions},
+                      {"last_result", optional_object(state.last_result)},
+                      {"boot_id", state.boot_id},
+                      {"pending_reboot", optional_object(state.pending_reboot)}};
+  return document.dump(2) + "\n";
+}
+
+ComponentState parse_state(std::string_view text, std::string_view source) {
+  const std::string where = "corrupt state file '" + std::string(source) + "'";
+  json document;
+  try {
+    document = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number such as 1e400
+    throw Failure(where + ": " + e.what());
+  }
+  const Reader top(document, where);
+  const json& schema = top.any("schema");
+  if (!schema.is_number_integer()) {
+    top.fail("field 'schema' must be an integer");
+  }
+  // Compared as the number it is: get<int>() would wrap a schema of 2^32 or more into range.
+  const bool is_unsigned = schema.is_number_unsigned();
+  if (is_unsigned ? schema.get<uint64_t>() > static_cast<uint64_t>(k_state_schema)
+                  : schema.get<int64_t>() > static_cast<int64_t>(k_state_schema)) {
+    throw Failure("state file '" + std::string(source) + "' was written by a newer hoist (schema " + schema.dump() +
+                  ", this hoist reads up to " + std::to_string(k_state_schema) + "); refusing to touch it");
+  }
+  if (!is_unsigned || schema.get<uint64_t>() < 1) {  // a parsed integer is signed only when negative
+    top.fail("field 'schema' must be at least 1");
+  }
+  ComponentState state;
+  state.component = top.string("component");
+  state.kind = top.string("kind");
+  state.destination = top.string("destination");
+  state.version_scheme = top.string("version_scheme");
+  state.current = top.string("current");
+  state.previous = top.string("previous");
+  state.boot_id = top.string("boot_id");
+  const json& versions = top.any("versions");
+  if (!versions.is_array()) {
+    top.fail("field 'versions' must be an array");
+  }
+  for (const json& item : versions) {
+    const Reader record(item, where + " in 'versions'");
+    state.versions.push_back({record.string("version"), record.string("installed_at")});
+  }
+  if (const json& result = top.any("last_result"); !result.is_null()) {
+    const Reader r(result, where + " in 'last_result'");
+    state.last_result =
+        LastResult{r.string("command"), r.string("outcome"), r.string("version"), r.string("time"), r.string("message")};
+  }
+  if (const json& reboot = top.any("pending_reboot"); !reboot.is_null()) {
+    const Reader r(reboot, where + " in 'pending_reboot'");
+    state.pending_reboot = PendingReboot{r.string("target"), r.string("boot_id"), r.string("requested_at")};
+  }
+  return state;
+}
+
+std::string StateStore::component_dir(std::string_view component) const { return join(m_state_dir, component); }
+
+std::vector<std::string> StateStore::components() const {
+  std::vector<std::string> names;
+  auto dir = m_root.open(m_state_dir, O_RDONLY | O_DIRECTORY);
+  if (!dir) {
+    if (dir.error().errnum == ENOENT) {
+      return names;
+    }
+    throw Failure(dir.error().message);
+  }
+  DIR* stream = ::fdopendir(dir->get());
+  if (stream == nullptr) {
+    throw Failure(system_message("list '" + m_root.display(m_state_dir) + "'", errno));
+  }
+  const int dirfd = dir->release();
+  while (const dirent* entry = ::readdir(stream)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == ".." || name.front() == '.') {
+      continue;
+    }
+    struct stat st {};
+    const std::string state_file = name + "/" + std::string(k_state_file);
+    if (::fstatat(dirfd, state_file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+      names.push_back(name);
+    }
+  }
+  ::closedir(stream);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::optional<ComponentState> StateStore::load(std::string_view component) const {
+  validate_component_name(component);
+  const std::string path = join(component_dir(component), k_state_file);
+  const std::string shown = m_root.display(path);
+  auto fd = m_root.open(path, O_RDONLY, Follow::no);
+  if (!fd) {
+    if (fd.error().errnum == ENOENT) {
+      return std::nullopt;
+    }
+    throw Failure(fd.error().message);
+  }
+  ComponentState state = parse_state(read_fd(fd->get(), shown).value(), shown);
+  if (state.component != component) {
+    throw Failure("corrupt state file '" + shown + "': it names component '" + state.component + "'");
+  }
+  return state;
+}
+
+void StateStore::save(const ComponentState& state) const {
+  validate_component_name(state.component);
+  const std::string dir = component_dir(state.component);
+  auto dirfd = m_root.make_directories(dir, 0755);
+  if (!dirfd) {
+    throw Failure(dirfd.error().message);
+  }
+  // O_PATH descriptors cannot be fsynced; reopen the directory for the write.
+  auto writable = m_root.open(dir, O_RDONLY | O_DIRECTORY);
+  if (!writable) {
+    throw Failure(writable.error().message);
+  }
+  remove_stale_temporaries(writable->get());
+  write_file_atomic(writable->get(), std::string(k_state_file), to_json_text(state), 0644,
+                    m_root.display(join(dir, k_state_file)))
+      .value();
+}
+
+std::string now_rfc3339() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buffer;
+}
+
+}  // namespace hoist

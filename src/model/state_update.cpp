@@ -1,0 +1,81 @@
+#include "hoist/model/state_update.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hoist/util/error.hpp"
+
+namespace hoist {
+
+ComponentState new_state(const ComponentSpec& spec) {
+  ComponentState state;
+  state.component = spec.name;
+  state.kind = std::string(to_string(spec.kind));
+  state.destination = spec.destination;
+  state.version_scheme = std::string(to_string(spec.version_scheme));
+  return state;
+}
+
+void check_identity(const ComponentState& state, const ComponentSpec& spec) {
+  if (state.kind != to_string(spec.kind) || state.destination != spec.destination) {
+    throw UsageError("component '" + spec.name + "' is installed as kind " + state.kind + " at '" + state.destination +
+                     "'; refusing to install it as kind " + std::string(to_string(spec.kind)) + " at '" +
+                     spec.destination + "' (use another component name)");
+  }
+  if (state.version_scheme != to_string(spec.version_scheme)) {
+    throw UsageError("component '" + spec.name + "' is installed with version scheme " + state.version_scheme +
+                     "; refusing version scheme " + std::string(to_string(spec.version_scheme)));
+  }
+}
+
+void set_last_result(ComponentState& state, const std::string& command, const std::string& outcome,
+                     const std::string& version, const std::string& message) {
+  state.last_result = LastResult{command, outcome, version, now_rfc3339(), message};
+}
+
+void forget_version(ComponentState& state, const std::string& version) {
+  std::erase_if(state.versions, [&](const VersionRecord& record) { return record.version == version; });
+}
+
+void record_switch(ComponentState& state, const std::string& version, const std::optional<std::string>& adopted) {
+  if (state.current != version) {
+    state.previous = state.current;
+  }
+  if (state.previous.empty() && adopted) {
+    state.previous = *adopted;
+  }
+  if (adopted) {
+    forget_version(state, *adopted);
+    state.versions.insert(state.versions.begin(), VersionRecord{*adopted, now_rfc3339()});
+  }
+  state.current = version;
+  forget_version(state, version);
+  state.versions.push_back(VersionRecord{version, now_rfc3339()});
+}
+
+std::vector<std::string> versions_to_collect(const ComponentState& state, unsigned keep) {
+  std::vector<std::string> collected;
+  size_t kept = state.versions.size();
+  for (const auto& record : state.versions) {
+    if (kept <= keep) {
+      break;
+    }
+    if (record.version == state.current || record.version == state.previous) {
+      continue;
+    }
+    collected.push_back(record.version);
+    --kept;
+  }
+  return collected;
+}
+
+void save_failure_record(const StateStore& store, const ComponentState& state) {
+  try {
+    store.save(state);
+  } catch (const std::exception& e) {
+    spdlog::warn("could not record the failure in the state of {}: {}", state.component, e.what());
+  }
+}
+
+}  // namespace hoist

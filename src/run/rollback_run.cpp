@@ -1,0 +1,123 @@
+#include "hoist/run/rollback_run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hoist/host/boot_id.hpp"
+#include "hoist/host/host_steps.hpp"
+#include "hoist/install/installer.hpp"
+#include "hoist/model/state_update.hpp"
+#include "hoist/sys/termination.hpp"
+#include "hoist/util/error.hpp"
+#include "run_lock.hpp"
+
+namespace hoist {
+
+namespace {
+
+constexpr const char* k_command = "rollback";
+
+std::string kept_list(const ComponentState& state) {
+  std::string kept;
+  for (const auto& record : state.versions) {
+    kept += (kept.empty() ? "" : ", ") + record.version;
+  }
+  return kept.empty() ? "none" : kept;
+}
+
+// Which version to go back to; throws UsageError when there is none.
+std::string choose_target(const ComponentState& state, const RollbackOptions& options) {
+  const std::string target = options.to.empty() ? state.previous : options.to;
+  if (target.empty()) {
+    throw UsageError("component '" + state.component + "' has no previous version to roll back to");
+  }
+  if (target == state.current) {
+    return target;
+  }
+  const bool kept = std::any_of(state.versions.begin(), state.versions.end(),
+                                [&](const VersionRecord& record) { return record.version == target; });
+  if (!kept) {
+    throw UsageError("cannot roll back " + state.component + " to " + target +
+                     ": it is not kept on the host (kept: " + kept_list(state) + ")");
+  }
+  if (state.kind == "sync" && target != state.previous) {
+    throw UsageError("cannot roll back " + state.component + " to " + target +
+                     ": a sync component keeps one backup, of the version before " + state.current + " (" +
+                     (state.previous.empty() ? std::string("none left") : state.previous) + ")");
+  }
+  return target;
+}
+
+}  // namespace
+
+ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
+  validate_component_name(options.component);
+  const HostRoot& root = context.root();
+  const StateStore store(root, context.options.state_dir);
+  // SIGTERM/SIGINT stop the run at its safe points (host integration).
+  termination::install();
+
+  const Lock lock = take_run_lock(context);
+  // Host integration (reboot handshake, remount, restarts, reboot); declared
+  // after the lock so that its remounts are put back before the lock is released.
+  HostSteps host(context, k_command, options.host, DryRun::no);
+
+  auto loaded = store.load(options.component);
+  if (!loaded) {
+    throw UsageError("component '" + options.component + "' has no state under '" + root.display(store.state_dir()) +
+                     "': nothing to roll back");
+  }
+  ComponentState state = std::move(*loaded);
+  // The run after the reboot a rollback asked for confirms it and stops: a
+  // second rollback would go forward again.
+  const bool rollback_rebooting = state.pending_reboot && state.last_result && state.last_result->command == k_command;
+  if (host.settle_pending_reboot(store, state, "") == Handshake::completed && rollback_rebooting) {
+    return ExitCode::ok;
+  }
+  const ComponentKind kind = parse_component_kind(state.kind);
+  auto installer = make_installer(root, InstallTarget{state.component, kind, state.destination, store.state_dir()},
+                                  options.durability);
+  if (options.host.remount == Remount::yes) {
+    host.make_writable(paths_written(kind, state.destination, store.component_dir(state.component)));
+  }
+
+  std::string target;
+  try {
+    if (installer->clean_leftovers(&state)) {
+      store.save(state);
+    }
+    target = choose_target(state, options);
+    if (target == state.current && installer->integrity(target, nullptr) == Integrity::intact) {
+      spdlog::info("{}: already at {}, nothing to do", state.component, target);
+      set_last_result(state, k_command, outcome::k_unchanged, target);
+      store.save(state);
+      return ExitCode::ok;
+    }
+    installer->check_rollback(target, state.current);
+  } catch (const UsageError& e) {
+    set_last_result(state, k_command, outcome::k_refused, target.empty() ? options.to : target, e.what());
+    save_failure_record(store, state);
+    throw;
+  }
+
+  try {
+    installer->rollback(target, state.current);
+  } catch (const std::exception& e) {
+    set_last_result(state, k_command, outcome::k_failed, target, e.what());
+    save_failure_record(store, state);
+    throw;
+  }
+  spdlog::info("{}: rolled back from {} to {}", state.component, state.current, target);
+  const std::string from = state.current;
+  state.current = target;
+  // A sync's one backup is used up; the links of the other kinds swap.
+  state.previous = state.kind == "sync" ? std::string() : from;
+  set_last_result(state, k_command, outcome::k_succeeded, target);
+  state.boot_id = read_boot_id(root);
+  store.save(state);
+  host.after_switch(store, {SwitchedComponent{state.component, kind, target, true}});
+  return ExitCode::ok;
+}
+
+}  // namespace hoist

@@ -1,0 +1,448 @@
+#include "hoist/run/upgrade_run.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "hoist/host/boot_id.hpp"
+#include "hoist/host/host_steps.hpp"
+#include "hoist/host/interruption.hpp"
+#include "hoist/host/writable_mounts.hpp"
+#include "hoist/install/installer.hpp"
+#include "hoist/model/state_update.hpp"
+#include "hoist/sys/termination.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/verify/payload_verification.hpp"
+#include "hoist/verify/sysext_image.hpp"
+#include "run_lock.hpp"
+
+namespace hoist {
+
+namespace {
+
+constexpr const char* k_command = "upgrade";
+
+// One component through the phases of the run.
+struct Work {
+  explicit Work(UpgradeItem resolved) : item(std::move(resolved)) {}
+
+  UpgradeItem item;
+  std::optional<ComponentState> state;
+  std::unique_ptr<Installer> installer;
+  std::optional<Version> installed;
+  Gate gate{GateDecision::unchanged, ""};
+  TransferStats stats;
+  bool staged = false;
+  bool committed = false;
+  /// This run confirmed the reboot an earlier run asked for: its last result says so, not "unchanged".
+  bool reboot_settled = false;
+
+  [[nodiscard]] const std::string& name() const { return item.spec.name; }
+  [[nodiscard]] std::string installed_text() const { return state ? state->current : std::string(); }
+};
+
+std::optional<Version> parse_installed(const ComponentState& state, VersionScheme scheme) {
+  if (state.current.empty()) {
+    return std::nullopt;
+  }
+  try {
+    return Version::parse(scheme, state.current);
+  } catch (const UsageError&) {
+    // `pre-hoist` after a rollback to it: no version hoist installed is current.
+    return std::nullopt;
+  }
+}
+
+void decide(Work& work, const Payload* payload_for_integrity) {
+  work.installed = work.state ? parse_installed(*work.state, work.item.spec.version_scheme) : std::nullopt;
+  Integrity integrity = Integrity::damaged;
+  if (work.installed && *work.installed == work.item.target) {
+    integrity = work.installer->integrity(work.state->current, payload_for_integrity);
+  }
+  work.gate = decide_gate(work.name(), work.installed, integrity, work.item.target, work.item.spec.allow_downgrade);
+}
+
+// Records `outcome` for every component that has a state (or all, with
+// Everyone::yes, creating states): failures are recorded where they can be.
+enum class Everyone { no, yes };
+void record_all(const StateStore& store, std::vector<Work>& works, const char* outcome, const std::string& message,
+                Everyone everyone) {
+  for (Work& work : works) {
+    if (!work.state && everyone == Everyone::no) {
+      continue;
+    }
+    ComponentState state = work.state ? *work.state : new_state(work.item.spec);
+    set_last_result(state, k_command, outcome, work.item.target.text(), message);
+    save_failure_record(store, state);
+  }
+}
+
+std::string describe(const TransferStats& s) {
+  return fmt::format("{} added ({}), {} changed ({}), {} removed ({}), {} unchanged", s.files_added,
+                     format_bytes(s.bytes_added), s.files_changed, format_bytes(s.bytes_changed), s.files_removed,
+                     format_bytes(s.bytes_removed), s.files_unchanged);
+}
+
+void print_preview(Work& work, const TransferStats& stats) {
+  const auto& spec = work.item.spec;
+  std::printf("%s (%s at %s): %s\n", spec.name.c_str(), std::string(to_string(spec.kind)).c_str(),
+              spec.destination.c_str(), work.gate.message.c_str());
+  std::printf("  add:       %8llu files  %s\n", static_cast<unsigned long long>(stats.files_added),
+              format_bytes(stats.bytes_added).c_str());
+  std::printf("  change:    %8llu files  %s\n", static_cast<unsigned long long>(stats.files_changed),
+              format_bytes(stats.bytes_changed).c_str());
+  std::printf("  remove:    %8llu files  %s\n", static_cast<unsigned long long>(stats.files_removed),
+              format_bytes(stats.bytes_removed).c_str());
+  std::printf("  unchanged: %8llu files\n", static_cast<unsigned long long>(stats.files_unchanged));
+}
+
+TransferOptions transfer_options(const Work& work, ProgressReporter* progress, const UpgradeOptions& run) {
+  TransferOptions options;
+  options.compare = work.item.spec.compare;
+  options.max_unpacked_bytes = run.max_unpacked_bytes;
+  options.max_unpack_ratio = run.max_unpack_ratio;
+  options.threads = run.threads;
+  if (progress != nullptr) {
+    options.on_progress = [progress](const TransferStats& stats) { progress->update(stats); };
+  }
+  return options;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Undoes the switches made so far (newest first) and removes what was staged:
+// the host goes back to the old versions. Errors here are logged: the error
+// that started it is what the run reports.
+void undo(std::vector<Work>& works) {
+  for (auto it = works.rbegin(); it != works.rend(); ++it) {
+    try {
+      if (it->committed) {
+        it->installer->undo_commit();
+        spdlog::info("{}: switched back to {}", it->name(),
+                     it->installed_text().empty() ? "nothing" : it->installed_text());
+      }
+      if (it->staged) {
+        it->installer->discard_staged();
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("{}: could not undo: {}", it->name(), e.what());
+    }
+  }
+}
+
+void collect_garbage(const StateStore& store, Work& work, ComponentState& state) {
+  for (const auto& version : versions_to_collect(state, work.item.spec.keep)) {
+    try {
+      work.installer->remove_version(version);
+      forget_version(state, version);
+      spdlog::info("{}: removed version {} (--keep {})", work.name(), version, work.item.spec.keep);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: could not remove version {}: {}", work.name(), version, e.what());
+    }
+  }
+  store.save(state);
+  std::string kept;
+  for (const auto& record : state.versions) {
+    kept += (kept.empty() ? "" : ", ") + record.version;
+  }
+  spdlog::info("{}: kept versions: {}", work.name(), kept);
+}
+
+// Host integration: the components as HostSteps::after_switch() takes them.
+std::vector<SwitchedComponent> switched_components(const std::vector<Work>& works) {
+  std::vector<SwitchedComponent> switched;
+  for (const Work& work : works) {
+    switched.push_back({work.name(), work.item.spec.kind, work.item.target.text(), work.gate.changes_host()});
+  }
+  return switched;
+}
+
+// Host integration: what --remount (every component) or a manifest's
+// "remount" (that component) makes writable for the run.
+std::vector<std::string> remount_paths(const std::vector<Work>& works, const StateStore& store, Remount all) {
+  std::vector<std::string> paths;
+  for (const Work& work : works) {
+    const ComponentSpec& spec = work.item.spec;
+    if (all == Remount::yes || spec.remount == Remount::yes) {
+      const auto written = paths_written(spec.kind, spec.destination, store.component_dir(spec.name));
+      paths.insert(paths.end(), written.begin(), written.end());
+    }
+  }
+  return paths;
+}
+
+}  // namespace
+
+bool RunReport::changed() const {
+  return std::any_of(components.begin(), components.end(), [](const ComponentOutcome& c) {
+    return c.decision != GateDecision::unchanged && c.decision != GateDecision::refused;
+  });
+}
+
+UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources) {
+  validate_spec(spec);
+  Version target = agree_on_version(spec.version_scheme, sources, spec.name);
+  Payload payload = Payload::open(spec.source);
+  const PayloadType type = payload.type();
+  if (spec.kind == ComponentKind::file && type == PayloadType::directory) {
+    throw UsageError("the file kind needs a file as its source; '" + spec.source.string() + "' is a directory");
+  }
+  if (spec.kind == ComponentKind::tree && type == PayloadType::file) {
+    throw UsageError("the tree kind needs a directory or an archive as its source; '" + spec.source.string() +
+                     "' is neither");
+  }
+  if (spec.kind == ComponentKind::sync && type != PayloadType::directory) {
+    throw UsageError("the sync kind needs a directory as its source; '" + spec.source.string() + "' is not one");
+  }
+  if (spec.kind == ComponentKind::sysext) {
+    // A squashfs/erofs image or a directory, and a destination named to match.
+    sysext_image_name(spec.destination, detect_sysext_image(payload));
+  }
+  return UpgradeItem{std::move(spec), std::move(target), std::move(payload)};
+}
+
+// A destination as the host resolves it, lexically: "/opt//app/" is "/opt/app" (validate_spec refuses . and ..).
+std::string normal_destination(const std::string& destination) {
+  std::string normal = std::filesystem::path(destination).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') {
+    normal.pop_back();
+  }
+  return normal;
+}
+
+bool is_inside(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() && path.starts_with(dir) && (dir == "/" || path[dir.size()] == '/');
+}
+
+// Components of one run must not share or nest destinations: a sync of /usr/local/bin
+// would delete the link that a file component put at /usr/local/bin/k3s.
+void check_distinct(const std::vector<UpgradeItem>& items) {
+  std::set<std::string> names;
+  std::vector<std::pair<std::string, const UpgradeItem*>> destinations;
+  for (const auto& item : items) {
+    if (!names.insert(item.spec.name).second) {
+      throw UsageError("component '" + item.spec.name + "' is given twice");
+    }
+    const std::string normal = normal_destination(item.spec.destination);
+    for (const auto& [other, other_item] : destinations) {
+      if (other == normal) {
+        throw UsageError("components '" + other_item->spec.name + "' and '" + item.spec.name +
+                         "' have the same destination '" + normal + "'");
+      }
+      const bool inner_is_new = is_inside(normal, other);
+      if (inner_is_new || is_inside(other, normal)) {
+        const UpgradeItem& inner = inner_is_new ? item : *other_item;
+        const UpgradeItem& outer = inner_is_new ? *other_item : item;
+        throw UsageError("components '" + inner.spec.name + "' and '" + outer.spec.name + "' overlap: '" +
+                         inner.spec.destination + "' is inside '" + outer.spec.destination + "'");
+      }
+    }
+    destinations.emplace_back(normal, &item);
+  }
+}
+
+ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options) {
+  check_distinct(items);
+  const HostRoot& root = context.root();
+  const StateStore store(root, context.options.state_dir);
+  const bool dry_run = options.dry_run == DryRun::yes;
+  // SIGTERM/SIGINT stop the run at its safe points (host integration).
+  termination::install();
+
+  // A dry run takes no lock: it writes nothing (not even the lock file), and
+  // every file it reads is replaced atomically by the runs that write them.
+  std::optional<Lock> lock;
+  if (!dry_run) {
+    lock.emplace(take_run_lock(context));
+  }
+  // Host integration (reboot handshake, remount, restarts, reboot); declared
+  // after the lock so that its remounts are put back before the lock is released.
+  HostSteps host(context, k_command, options.host, options.dry_run);
+
+  std::vector<Work> works;
+  for (auto& item : items) {
+    Work work(std::move(item));
+    work.state = store.load(work.item.spec.name);
+    if (work.state) {
+      check_identity(*work.state, work.item.spec);
+      work.reboot_settled =
+          host.settle_pending_reboot(store, *work.state, work.item.target.text()) == Handshake::completed;
+    }
+    work.installer = make_installer(
+        root, InstallTarget{work.item.spec.name, work.item.spec.kind, work.item.spec.destination, store.state_dir()},
+        options.durability);
+    works.push_back(std::move(work));
+  }
+
+  // One gate for the run: a refusal of any component refuses all of them.
+  for (Work& work : works) {
+    decide(work, &work.item.payload);
+    spdlog::info("gate: {}", work.gate.message);
+  }
+  for (const Work& work : works) {
+    if (work.gate.decision == GateDecision::refused) {
+      if (!dry_run) {
+        record_all(store, works, outcome::k_refused, work.gate.message, Everyone::no);
+      }
+      throw Error(ExitCode::refused, work.gate.message);
+    }
+  }
+  const bool anything = std::any_of(works.begin(), works.end(), [](const Work& w) { return w.gate.changes_host(); });
+  if (!anything) {
+    spdlog::info("nothing to do");
+    if (dry_run) {
+      for (Work& work : works) {
+        std::printf("%s: %s\n", work.name().c_str(), work.gate.message.c_str());
+      }
+    } else {
+      for (Work& work : works) {
+        if (!work.reboot_settled) {
+          set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text());
+          store.save(*work.state);
+        }
+      }
+      host.after_switch(store, switched_components(works));  // --reboot always
+    }
+    return ExitCode::ok;
+  }
+
+  // Verification reads only the payloads: nothing on the host has changed yet.
+  try {
+    for (Work& work : works) {
+      if (work.gate.changes_host() && !work.item.spec.sha256sums.empty()) {
+        verify_payload(work.item.spec, work.item.payload);
+        spdlog::info("{}: verified {} against {}{}", work.name(), work.item.payload.path().string(),
+                     work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
+      }
+      if (work.gate.changes_host() && work.item.spec.kind == ComponentKind::sysext) {
+        verify_sysext_payload(root, work.item.payload, work.item.spec.destination);
+        spdlog::info("{}: the extension-release of {} matches the host's os-release", work.name(),
+                     work.item.payload.path().string());
+      }
+    }
+  } catch (const Error& e) {
+    if (!dry_run) {
+      record_all(store, works, outcome::k_failed, e.what(), Everyone::no);
+    }
+    throw;
+  }
+
+  if (dry_run) {
+    for (Work& work : works) {
+      if (!work.gate.changes_host()) {
+        std::printf("%s: %s\n", work.name().c_str(), work.gate.message.c_str());
+        continue;
+      }
+      print_preview(work, work.installer->preview(work.item.payload, work.installed_text(),
+                                                  transfer_options(work, nullptr, options)));
+    }
+    std::printf("dry run: nothing was changed\n");
+    return ExitCode::ok;
+  }
+
+  RunReport report;
+  try {
+    host.make_writable(remount_paths(works, store, options.host.remount));
+    // What killed runs left goes first. A sync's cleanup may finish a rollback
+    // and so change what is installed: the gate is asked again.
+    for (Work& work : works) {
+      if (work.installer->clean_leftovers(work.state ? &*work.state : nullptr)) {
+        store.save(*work.state);
+        decide(work, &work.item.payload);
+        if (work.gate.decision == GateDecision::refused) {
+          throw Error(ExitCode::refused, work.gate.message);
+        }
+      }
+    }
+    // Stage everything before switching anything: staging is where a run
+    // fails (disk full, a bad archive), and then nothing has switched.
+    for (Work& work : works) {
+      if (!work.gate.changes_host()) {
+        continue;
+      }
+      throw_if_interrupted("staging " + work.name());
+      const auto start = std::chrono::steady_clock::now();
+      ProgressReporter progress(work.name(), options.progress);
+      work.staged = true;
+      work.stats =
+          work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress, options));
+      progress.finish();
+      if (work.item.spec.kind != ComponentKind::sync) {
+        spdlog::info("{}: staged {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
+                     seconds_since(start), describe(work.stats), format_bytes(work.stats.bytes_written));
+      }
+    }
+    for (Work& work : works) {
+      if (!work.gate.changes_host()) {
+        continue;
+      }
+      throw_if_interrupted("switching " + work.name());
+      const auto start = std::chrono::steady_clock::now();
+      ProgressReporter progress(work.name(), options.progress);
+      work.committed = true;
+      const TransferStats synced =
+          work.installer->commit(work.item.payload, work.item.target.text(), work.installed_text(),
+                                 transfer_options(work, &progress, options));
+      progress.finish();
+      if (work.item.spec.kind == ComponentKind::sync) {
+        work.stats = synced;
+        spdlog::info("{}: synced {} into {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
+                     root.display(work.item.spec.destination), seconds_since(start), describe(synced),
+                     format_bytes(synced.bytes_written));
+      } else {
+        spdlog::info("{}: switched {} to {}", work.name(), root.display(work.item.spec.destination),
+                     work.item.target.text());
+      }
+    }
+  } catch (const std::exception& e) {
+    undo(works);
+    // Bad input (an archive entry refused while staging) leaves a first install
+    // no state, as a failed verification does: undo() took back what it made.
+    const auto* error = dynamic_cast<const Error*>(&e);
+    const bool bad_input =
+        error != nullptr && (error->code() == ExitCode::verification || error->code() == ExitCode::usage);
+    record_all(store, works, outcome::k_failed, e.what(), bad_input ? Everyone::no : Everyone::yes);
+    throw;
+  }
+
+  const std::string boot_id = read_boot_id(root);
+  for (Work& work : works) {
+    ComponentOutcome outcome_of{work.name(), work.gate.decision, work.installed_text(), work.item.target.text(),
+                                work.stats};
+    ComponentState state = work.state ? *work.state : new_state(work.item.spec);
+    if (work.gate.changes_host()) {
+      record_switch(state, work.item.target.text(), work.installer->adopted_version());
+      set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());
+    } else if (!work.reboot_settled) {
+      set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text());
+    }
+    state.boot_id = boot_id;
+    store.save(state);
+    if (work.gate.changes_host()) {
+      work.installer->finish();
+      collect_garbage(store, work, state);
+    }
+    report.components.push_back(std::move(outcome_of));
+  }
+  host.after_switch(store, switched_components(works));
+  if (options.after_switch) {
+    options.after_switch(report);
+  }
+  return ExitCode::ok;
+}
+
+}  // namespace hoist

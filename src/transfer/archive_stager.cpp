@@ -1,0 +1,589 @@
+#include "archive_stager.hpp"
+
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "archive_index.hpp"
+#include "hoist/sys/archive_reader.hpp"
+#include "hoist/sys/directory.hpp"
+#include "hoist/transfer/entry_name.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/util/work_pool.hpp"
+#include "node_copy.hpp"
+#include "transfer_counters.hpp"
+#include "transfer_support.hpp"
+#include "tree_order.hpp"
+#include "write_behind.hpp"
+
+namespace hoist::transfer {
+
+namespace {
+
+struct DirRecord {
+  std::string relpath;
+  NodeMeta meta;
+  Xattrs xattrs;
+  bool implicit = false;
+};
+
+class ArchiveStager {
+ public:
+  ArchiveStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
+      : m_reader(checked(ArchiveReader::open(payload.path()))),
+        m_archive(payload.path().string()),
+        m_index(m_archive),
+        m_options(options),
+        m_dry(options.dry_run == DryRun::yes),
+        m_staging_display(fd_display(staging_dir)),
+        m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()),
+        m_counters(options),
+        m_staging(checked(reopen_directory(staging_dir, m_staging_display))),
+        m_compare(link_dest >= 0 ? checked(reopen_directory(link_dest, m_compare_display)) : Fd()),
+        m_targets(m_staging.get(), m_staging_display),
+        m_link_targets(m_staging.get(), m_staging_display),
+        m_compares(m_compare.get(), m_compare_display),
+        m_compare_targets(m_compare.get(), m_compare_display),
+        m_pool(transfer_threads(options.threads)),
+        m_write_behind(m_pool, m_counters, [this](std::string_view relpath) { return staging_display(relpath); }) {
+    struct stat st {};
+    if (::fstat(m_staging.get(), &st) != 0) {
+      throw Failure(system_message("stat " + in_quotes(m_staging_display), errno));
+    }
+    m_staging_dev = st.st_dev;
+  }
+
+  TransferStats run() {
+    if (!m_dry && ::fremovexattr(m_staging.get(), "system.posix_acl_default") != 0 && errno != ENODATA &&
+        errno != ENOTSUP) {
+      throw Failure(system_message("remove the default ACL of " + in_quotes(m_staging_display), errno));
+    }
+    if (m_pool.threads() > 1 && !m_dry) {
+      // Reading the archive stays on one thread (libarchive streams); the other
+      // finishes small files behind it: their writes, metadata and close.
+      m_pool.submit([this]() { read_entries(); });
+      m_pool.run([this]() { m_counters.poll(); }, Counters::k_interval);
+    } else {
+      read_entries();
+    }
+    finish_directories();
+    if (m_compare) {
+      count_removed(m_compare.get(), "", ArchiveIndex::k_root);
+    }
+    return m_counters.snapshot();
+  }
+
+ private:
+  [[nodiscard]] std::string staging_display(std::string_view relpath) const {
+    return relpath.empty() ? m_staging_display : m_staging_display + "/" + std::string(relpath);
+  }
+  [[nodiscard]] std::string compare_display(std::string_view relpath) const {
+    return relpath.empty() ? m_compare_display : m_compare_display + "/" + std::string(relpath);
+  }
+
+  void read_entries() {
+    while (archive_entry* entry = checked(m_reader.next())) {
+      if (m_pool.cancelled()) {
+        return;
+      }
+      stage_entry(entry);
+      m_counters.poll();
+    }
+    m_write_behind.flush();
+  }
+
+  void stage_entry(archive_entry* entry) {
+    const std::string_view raw = entry_path(entry);
+    std::string path = normalize_entry_name(raw, m_archive);
+    const NodeMeta meta = entry_meta(entry);
+    if (auto problem = entry_acl_problem(entry)) {
+      refuse_entry(raw, m_archive, *problem);
+    }
+    if (path.empty()) {
+      if (meta.type() != S_IFDIR) {
+        refuse_entry(raw, m_archive, "it names the payload root but is not a directory");
+      }
+      if (m_root_seen) {
+        refuse_entry(raw, m_archive, "it appears twice in the archive");
+      }
+      m_root_seen = true;
+      m_dirs.push_back(DirRecord{"", meta, entry_xattrs(entry)});
+      return;
+    }
+    // Every check first, then the first write for this entry.
+    const std::vector<std::string_view> missing = m_index.check_parents(path, raw);
+    const std::string_view hardlink = entry_hardlink(entry);
+    if (const std::optional<ArchiveIndex::Id> existing = m_index.find(path)) {
+      // A directory first made for deeper entries may still be listed once; anything else twice is
+      // refused: "later wins" would let an entry replace what earlier checks were made against.
+      const EntryState existing_state = m_index.state(*existing);
+      if (!(existing_state.implicit && meta.type() == S_IFDIR && hardlink.empty())) {
+        refuse_entry(raw, m_archive, "it appears twice in the archive");
+      }
+      m_index.mark_listed(*existing);
+      DirRecord& record = m_dirs[existing_state.dir_record];
+      record.meta = meta;
+      record.xattrs = entry_xattrs(entry);
+      record.implicit = false;
+      return;
+    }
+    std::string target;
+    const std::optional<EntryState> target_state =
+        hardlink.empty() ? std::nullopt : std::optional(m_index.check_link_target(raw, hardlink, target));
+    make_implicit_directories(missing);
+    if (target_state) {
+      stage_hardlink(entry, std::move(path), target, *target_state, meta);
+      return;
+    }
+    account_declared(meta.size);
+    switch (meta.type()) {
+      case S_IFDIR: make_directory(std::move(path), meta, entry_xattrs(entry), false); break;
+      case S_IFREG: stage_regular(std::move(path), meta, entry_xattrs(entry), archive_entry_nlink(entry)); break;
+      case S_IFLNK:
+      case S_IFCHR:
+      case S_IFBLK:
+      case S_IFIFO:
+      case S_IFSOCK: stage_other(std::move(path), meta, entry_xattrs(entry), entry_symlink(entry)); break;
+      default: refuse_entry(raw, m_archive, "it has an unknown file type");
+    }
+    finish_entry();
+  }
+
+  /// Makes the directories above an entry that the archive did not list (yet).
+  void make_implicit_directories(const std::vector<std::string_view>& missing) {
+    for (const std::string_view parent : missing) {
+      NodeMeta meta;
+      meta.mode = S_IFDIR | 0755;
+      meta.uid = ::geteuid();
+      meta.gid = ::getegid();
+      ::clock_gettime(CLOCK_REALTIME, &meta.mtime);
+      make_directory(std::string(parent), meta, {}, true);
+    }
+  }
+
+  void make_directory(std::string path, const NodeMeta& meta, Xattrs xattrs, bool implicit) {
+    if (!m_dry) {
+      const auto [parent, name] = split_parent(path);
+      const int dirfd = checked(m_targets.open(parent));
+      // 0700 until the end: entries are made inside as root, and its own mode could forbid that to nobody else.
+      if (::mkdirat(dirfd, std::string(name).c_str(), 0700) != 0) {
+        throw Failure(system_message("create directory " + in_quotes(staging_display(path)), errno));
+      }
+    }
+    EntryState state;
+    state.type = S_IFDIR;
+    state.implicit = implicit;
+    state.dir_record = static_cast<uint32_t>(m_dirs.size());
+    m_index.add(path, state);
+    m_dirs.push_back(DirRecord{std::move(path), meta, std::move(xattrs), implicit});
+  }
+
+  void stage_regular(std::string path, const NodeMeta& meta, const Xattrs& xattrs, unsigned nlink) {
+    const auto [parent, name_view] = split_parent(path);
+    const std::string name(name_view);
+    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
+    EntryState state;
+    state.type = S_IFREG;
+    Outcome outcome = existing.present ? Outcome::changed : Outcome::added;
+    if (existing.present && S_ISDIR(existing.st.st_mode)) {
+      count_replaced(compare_dir, name, path);
+    }
+    // The first name of a cpio hard link has no data (the last one brings it): never link it from link_dest.
+    const bool data_comes_later = nlink > 1 && meta.size == 0;
+    ArchiveReader::Block pending;
+    uint64_t equal_prefix = 0;
+    Fd compare_fd;  // the old file, when its equal start is copied from it
+    if (existing.present && S_ISREG(existing.st.st_mode) && !data_comes_later &&
+        same_attributes(meta, NodeMeta::from_stat(existing.st))) {
+      // Opened for its content, or for its xattrs where reading them by name costs more.
+      if (m_options.compare == Compare::checksum || !xattrs_readable_by_name()) {
+        compare_fd.reset(::openat(compare_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+        if (!compare_fd) {
+          throw Failure(system_message("open " + in_quotes(compare_display(path)), errno));
+        }
+      }
+      if (same_xattrs(xattrs, checked(read_xattrs(NodeRef{compare_dir, name.c_str(), compare_fd.get()},
+                                                  compare_display(path)))) &&
+          (m_options.compare == Compare::quick || compare_stream(compare_fd.get(), meta.size, pending, equal_prefix))) {
+        outcome = Outcome::unchanged;
+      }
+    }
+    state.outcome = outcome;
+    m_counters.count(outcome, meta.size);
+    if (m_dry) {
+      m_index.add(path, state);
+      return;
+    }
+    const int target_dir = checked(m_targets.open(parent));
+    if (outcome == Outcome::unchanged && m_link_works) {
+      if (::linkat(compare_dir, name.c_str(), target_dir, name.c_str(), 0) == 0) {
+        m_index.add(path, state);
+        return;
+      }
+      if (errno != EXDEV && errno != EMLINK) {
+        throw Failure(system_message(
+            "link " + in_quotes(compare_display(path)) + " to " + in_quotes(staging_display(path)), errno));
+      }
+      m_link_works = errno != EXDEV;
+      // In checksum mode the data was read while comparing: link_dest has the same bytes.
+      if (m_options.compare == Compare::checksum) {
+        equal_prefix = meta.size;
+      }
+    }
+    InitialMode initial;
+    Fd fd = create_file(target_dir, name, meta, path, initial);
+    state.owned = true;
+    if (equal_prefix == 0 && pending.size == 0 && nlink <= 1 && write_behind(fd, meta, xattrs, initial, path)) {
+      m_index.add(path, state);
+      return;
+    }
+    if (equal_prefix > 0) {
+      // What the comparison read matched link_dest: take it from there.
+      if (::lseek(compare_fd.get(), 0, SEEK_SET) < 0) {
+        throw Failure(system_message("rewind " + in_quotes(compare_display(path)), errno));
+      }
+      const uint64_t copied =
+          checked(m_copier.copy(compare_fd.get(), existing.st.st_dev, fd.get(), m_staging_dev, equal_prefix,
+                                compare_display(path), staging_display(path), {}, CopyExtent::part));
+      m_counters.count_written(copied);
+    }
+    write_stream(fd.get(), meta.size, pending, staging_display(path));
+    checked(apply_metadata(NodeRef{target_dir, name.c_str(), fd.get()}, meta, xattrs, ExistingXattrs::none,
+                           staging_display(path), &initial));
+    m_index.add(path, state);
+  }
+
+  /// Hands a small new file to another thread; false when it takes no more now.
+  bool write_behind(Fd& fd, const NodeMeta& meta, const Xattrs& xattrs, const InitialMode& initial,
+                    const std::string& path) {
+    if (!m_write_behind.accepts(meta.size)) {
+      return false;
+    }
+    m_write_behind.add(std::move(fd), meta, xattrs, initial, path, [&](std::string& buffer, size_t start) {
+      buffer.resize(start + meta.size);
+      for (;;) {
+        const ArchiveReader::Block block = checked(m_reader.read_block());
+        if (block.size == 0) {
+          return;
+        }
+        const uint64_t end = static_cast<uint64_t>(block.offset) + block.size;
+        account_data(end);
+        // A zip entry may bring more than it declared.
+        if (start + end > buffer.size()) {
+          buffer.resize(start + end);
+        }
+        std::memcpy(buffer.data() + start + block.offset, block.data, block.size);
+      }
+    });
+    return true;
+  }
+
+  /// A new regular file for an entry, made (by us, in a directory of ours) with
+  /// its final permission bits where the umask lets it; `initial` says what it got.
+  Fd create_file(int dirfd, const std::string& name, const NodeMeta& meta, const std::string& path,
+                 InitialMode& initial) const {
+    const mode_t perms = meta.mode & 0777;
+    initial = InitialMode{m_euid, m_egid, (perms & m_umask) == 0 ? perms : mode_t{0600}};
+    Fd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, initial.perms));
+    if (!fd) {
+      throw Failure(system_message("create " + in_quotes(staging_display(path)), errno));
+    }
+    return fd;
+  }
+
+  /// Reads the entry's data and compares it with `compare_fd`. On the first
+  /// difference, returns false with the block in hand in `pending` and the
+  /// length of the equal start in `equal_prefix`.
+  bool compare_stream(int compare_fd, uint64_t size, ArchiveReader::Block& pending, uint64_t& equal_prefix) {
+    std::vector<char> buffer;
+    for (;;) {
+      const ArchiveReader::Block block = checked(m_reader.read_block());
+      if (block.size == 0) {
+        return equal_prefix == size;
+      }
+      account_data(static_cast<uint64_t>(block.offset) + block.size);
+      // A hole (sparse entry) is not compared: the file is written instead.
+      if (static_cast<uint64_t>(block.offset) != equal_prefix) {
+        pending = block;
+        return false;
+      }
+      buffer.resize(block.size);
+      const ssize_t n = ::pread(compare_fd, buffer.data(), block.size, block.offset);
+      if (n != static_cast<ssize_t>(block.size) || std::memcmp(buffer.data(), block.data, block.size) != 0) {
+        pending = block;
+        return false;
+      }
+      equal_prefix += block.size;
+    }
+  }
+
+  /// Writes the rest of the entry's data (first `pending`, if any) at the
+  /// blocks' offsets, so that holes of sparse entries stay holes.
+  void write_stream(int fd, uint64_t size, const ArchiveReader::Block& pending, const std::string& display) {
+    uint64_t end = 0;
+    ArchiveReader::Block block = pending;
+    for (bool have = pending.size > 0;; have = false) {
+      if (!have) {
+        block = checked(m_reader.read_block());
+        if (block.size == 0) {
+          break;
+        }
+        account_data(static_cast<uint64_t>(block.offset) + block.size);
+      }
+      const char* data = static_cast<const char*>(block.data);
+      size_t left = block.size;
+      off_t offset = block.offset;
+      while (left > 0) {
+        const ssize_t n = ::pwrite(fd, data, left, offset);
+        if (n < 0) {
+          if (errno == EINTR) {
+            continue;
+          }
+          throw Failure(system_message("write " + in_quotes(display), errno));
+        }
+        data += n;
+        left -= static_cast<size_t>(n);
+        offset += n;
+      }
+      m_counters.count_written(block.size);
+      end = std::max(end, static_cast<uint64_t>(block.offset) + block.size);
+      m_counters.poll();
+    }
+    if (end < size && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      throw Failure(system_message("write " + in_quotes(display), errno));
+    }
+  }
+
+  /// A hard link entry: another name for an inode of this archive.
+  void stage_hardlink(archive_entry* entry, std::string path, const std::string& target, const EntryState target_state,
+                      const NodeMeta& meta) {
+    const auto [parent, name_view] = split_parent(path);
+    const std::string name(name_view);
+    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
+    EntryState state = target_state;
+    state.owned = false;
+    Outcome outcome = Outcome::added;
+    if (existing.present) {
+      outcome = target_state.outcome == Outcome::unchanged && same_compare_inode(target, existing.st)
+                    ? Outcome::unchanged
+                    : Outcome::changed;
+      if (S_ISDIR(existing.st.st_mode)) {
+        count_replaced(compare_dir, name, path);
+      }
+    }
+    // cpio (newc) puts a hard-linked file's data on its last name, which libarchive reports as a link with data.
+    const bool with_data = target_state.type == S_IFREG && meta.type() == S_IFREG && meta.size > 0;
+    if (with_data) {
+      account_declared(meta.size);
+    }
+    state.outcome = outcome;
+    m_counters.count(outcome, with_data ? meta.size : 0);
+    if (!m_dry) {
+      const auto [target_parent, target_name] = split_parent(target);
+      const int target_dir = checked(m_link_targets.open(target_parent));
+      const int dirfd = checked(m_targets.open(parent));
+      if (with_data && !target_state.owned) {
+        // The target is link_dest's inode, which must never be written: this name gets an inode of its own.
+        state.owned = true;
+        InitialMode initial;
+        Fd fd = create_file(dirfd, name, meta, path, initial);
+        write_stream(fd.get(), meta.size, {}, staging_display(path));
+        checked(apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry), ExistingXattrs::none,
+                               staging_display(path), &initial));
+      } else {
+        if (::linkat(target_dir, std::string(target_name).c_str(), dirfd, name.c_str(), 0) != 0) {
+          throw Failure(system_message(
+              "link " + in_quotes(staging_display(target)) + " to " + in_quotes(staging_display(path)), errno));
+        }
+        if (with_data) {
+          // The target's first data may still be on its way through another thread.
+          m_write_behind.wait();
+          Fd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));
+          if (!fd) {
+            throw Failure(system_message("open " + in_quotes(staging_display(path)), errno));
+          }
+          write_stream(fd.get(), meta.size, {}, staging_display(path));
+          checked(apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry),
+                                 ExistingXattrs::none, staging_display(path)));
+        }
+      }
+    }
+    m_index.add(path, state);
+    finish_entry();
+  }
+
+  /// Symlinks, devices, fifos and sockets.
+  void stage_other(std::string path, const NodeMeta& meta, Xattrs xattrs, std::string_view symlink) {
+    const auto [parent, name_view] = split_parent(path);
+    const std::string name(name_view);
+    SourceNode source;
+    source.meta = meta;
+    source.xattrs = std::move(xattrs);
+    source.symlink = symlink;
+    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
+    EntryState state;
+    state.type = meta.type();
+    state.outcome =
+        compare_node(source, existing, compare_dir, name.c_str(), m_options.compare, m_archive, compare_display(path));
+    if (existing.present && S_ISDIR(existing.st.st_mode)) {
+      count_replaced(compare_dir, name, path);
+    }
+    m_counters.count(state.outcome, 0);
+    if (!m_dry) {
+      const int dirfd = checked(m_targets.open(parent));
+      write_node(source,
+                 WriteTarget{dirfd, name.c_str(), m_staging_dev, ExistingXattrs::none, NewOwner::creator, m_umask,
+                             m_euid, m_egid},
+                 m_copier, m_archive, staging_display(path));
+    }
+    m_index.add(path, state);
+  }
+
+  /// Whether link_dest has, at the path of an earlier entry `target`, the inode `st`.
+  bool same_compare_inode(const std::string& target, const struct stat& st) {
+    const auto [parent, name] = split_parent(target);
+    const int compare_dir = checked(m_compare_targets.open_if_present(parent));
+    const ExistingNode existing = stat_existing(compare_dir, std::string(name).c_str(), compare_display(target));
+    return existing.present && existing.st.st_dev == st.st_dev && existing.st.st_ino == st.st_ino;
+  }
+
+  /// link_dest's directory `name` that an entry of another type replaces: everything under it is removed.
+  void count_replaced(int compare_dir, const std::string& name, const std::string& relpath) {
+    transfer::count_replaced(m_counters, compare_dir, name, compare_display(relpath));
+  }
+
+  /// Directories are counted, and get their modes and times, once everything
+  /// inside them exists (each entry made in a directory changes its mtime).
+  void finish_directories() {
+    sort_deepest_first(m_dirs, [](const DirRecord& record) -> std::string_view { return record.relpath; });
+    for (const DirRecord& record : m_dirs) {
+      if (!record.relpath.empty()) {
+        count_directory(record);
+      }
+      if (!m_dry) {
+        const int fd = checked(m_targets.open(record.relpath));
+        const ExistingXattrs existing = record.relpath.empty() ? ExistingXattrs::reconcile : ExistingXattrs::none;
+        checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.meta, record.xattrs, existing,
+                               staging_display(record.relpath)));
+      }
+      m_counters.poll();
+    }
+  }
+
+  void count_directory(const DirRecord& record) {
+    const auto [parent, name_view] = split_parent(record.relpath);
+    const std::string name(name_view);
+    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(record.relpath));
+    Outcome outcome = Outcome::added;
+    if (existing.present && !S_ISDIR(existing.st.st_mode)) {
+      outcome = Outcome::changed;
+    } else if (existing.present && record.implicit) {
+      // An unlisted directory has no metadata of its own to compare.
+      outcome = Outcome::unchanged;
+    } else if (existing.present) {
+      SourceNode source;
+      source.meta = record.meta;
+      source.xattrs = record.xattrs;
+      outcome = compare_node(source, existing, compare_dir, name.c_str(), Compare::quick, m_archive,
+                             compare_display(record.relpath));
+    }
+    m_counters.count(outcome, 0);
+  }
+
+  /// Counts what link_dest has and the archive does not.
+  void count_removed(int compare_dir, const std::string& relpath, ArchiveIndex::Id dir_id) {
+    for (const DirEntry& entry : checked(read_directory(compare_dir, compare_display(relpath)))) {
+      const std::string path = join_path(relpath, entry.name);
+      const std::optional<ArchiveIndex::Id> id = m_index.find_child(dir_id, entry.name);
+      if (!id) {
+        uint64_t files = 0;
+        uint64_t bytes = 0;
+        count_tree(compare_dir, entry.name.c_str(), files, bytes, compare_display(path));
+        m_counters.count_removed(files, bytes);
+      } else if (m_index.state(*id).type == S_IFDIR) {
+        Fd dir(::openat(compare_dir, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (dir) {
+          count_removed(dir.get(), path, *id);
+        }
+      }
+    }
+  }
+
+  void finish_entry() {
+    m_unpacked_done += m_entry_unpacked;
+    m_entry_unpacked = 0;
+  }
+
+  void account_declared(uint64_t size) {
+    m_entry_unpacked = size;
+    check_limits();
+  }
+
+  void account_data(uint64_t end) {
+    m_entry_unpacked = std::max(m_entry_unpacked, end);
+    check_limits();
+  }
+
+  void check_limits() const {
+    const uint64_t total = m_unpacked_done + m_entry_unpacked;
+    if (m_options.max_unpacked_bytes > 0 && total > m_options.max_unpacked_bytes) {
+      throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": it unpacks to more than " +
+                                              std::to_string(m_options.max_unpacked_bytes) + " bytes");
+    }
+    if (m_options.max_unpack_ratio > 0 && total > TransferOptions::k_unpack_ratio_floor &&
+        static_cast<double>(total) > m_options.max_unpack_ratio * static_cast<double>(m_reader.file_size())) {
+      throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": it unpacks to more than " +
+                                              std::to_string(static_cast<uint64_t>(m_options.max_unpack_ratio)) +
+                                              " times its size of " + std::to_string(m_reader.file_size()) +
+                                              " bytes (a decompression bomb?)");
+    }
+  }
+
+  ArchiveReader m_reader;
+  std::string m_archive;
+  ArchiveIndex m_index;
+  const TransferOptions& m_options;
+  const bool m_dry;
+  std::string m_staging_display;
+  std::string m_compare_display;
+  Counters m_counters;
+  FileCopier m_copier;
+  Fd m_staging;
+  Fd m_compare;
+  dev_t m_staging_dev = 0;
+  mode_t m_umask = current_umask();
+  uid_t m_euid = ::geteuid();
+  gid_t m_egid = ::getegid();
+  DirCursor m_targets;
+  DirCursor m_link_targets;
+  DirCursor m_compares;
+  DirCursor m_compare_targets;  ///< link_dest's directories of hard links' targets
+  WorkPool m_pool;
+  WriteBehind m_write_behind;
+  bool m_link_works = true;
+  bool m_root_seen = false;
+  std::vector<DirRecord> m_dirs;
+  uint64_t m_unpacked_done = 0;
+  uint64_t m_entry_unpacked = 0;
+};
+
+}  // namespace
+
+TransferStats stage_archive(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options) {
+  return ArchiveStager(payload, staging_dir, link_dest, options).run();
+}
+
+}  // namespace hoist::transfer

@@ -1,0 +1,233 @@
+#include "sync_backup.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <vector>
+
+#include "hoist/sys/atomic_file.hpp"
+#include "hoist/sys/directory.hpp"
+#include "hoist/sys/metadata.hpp"
+#include "hoist/transfer/transfer.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/util/file_io.hpp"
+#include "transfer_support.hpp"
+
+namespace hoist {
+
+namespace transfer {
+
+namespace {
+
+std::vector<std::string_view> components(std::string_view relpath) {
+  std::vector<std::string_view> parts;
+  while (!relpath.empty()) {
+    const size_t slash = relpath.find('/');
+    parts.push_back(relpath.substr(0, slash));
+    relpath = slash == std::string_view::npos ? std::string_view() : relpath.substr(slash + 1);
+  }
+  return parts;
+}
+
+/// Opens (and makes, 0700, where missing) the directory at `relpath` under `root`.
+Fd make_directories(int root, std::string_view relpath, const std::string& display) {
+  Fd current(::openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string path = display;
+  for (const std::string_view part : components(relpath)) {
+    const std::string name(part);
+    path += "/" + name;
+    if (::mkdirat(current.get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw Failure(system_message("create directory " + in_quotes(path), errno));
+    }
+    current = checked(open_directory(current.get(), name.c_str(), path));
+  }
+  return current;
+}
+
+}  // namespace
+
+SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
+    : m_display(std::move(backup_display)), m_backup(checked(reopen_directory(backup_dir, m_display))) {
+  struct stat st {};
+  if (::fstat(m_backup.get(), &st) != 0) {
+    throw Failure(system_message("stat " + in_quotes(m_display), errno));
+  }
+  m_dev = st.st_dev;
+  m_ino = st.st_ino;
+  if (::mkdirat(m_backup.get(), k_kept_tree_name, 0700) != 0) {
+    throw Failure(system_message("create directory " + in_quotes(m_display + "/" + k_kept_tree_name), errno));
+  }
+  m_tree = checked(open_directory(m_backup.get(), k_kept_tree_name, m_display + "/" + k_kept_tree_name));
+  m_journal.reset(::openat(m_backup.get(), k_journal_name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600));
+  if (!m_journal) {
+    throw Failure(system_message("create " + in_quotes(m_display + "/" + k_journal_name), errno));
+  }
+}
+
+void SyncJournal::write_record(const std::string& record) {
+  // One write per record (O_APPEND): a kill leaves whole records, and the last one at worst cut short.
+  checked(write_all(m_journal.get(), std::string_view(record.c_str(), record.size() + 1),
+                    m_display + "/" + k_journal_name));
+}
+
+int SyncJournal::container(std::string_view relpath) {
+  // Changes come directory by directory: most calls ask for the same directory as the last one.
+  if (!m_container || relpath != m_container_path) {
+    m_container = make_directories(m_tree.get(), relpath, m_display + "/" + k_kept_tree_name);
+    m_container_path = relpath;
+  }
+  return m_container.get();
+}
+
+void SyncJournal::before_change(std::string_view relpath, int dest_dir) {
+  std::lock_guard lock(m_mutex);
+  if (!m_changed.emplace(relpath).second) {
+    return;
+  }
+  const std::string display = m_display + "/" + k_kept_tree_name + (relpath.empty() ? "" : "/") + std::string(relpath);
+  struct stat st {};
+  if (::fstat(dest_dir, &st) != 0) {
+    throw Failure(system_message("stat the directory " + in_quotes(relpath), errno));
+  }
+  const Xattrs xattrs = checked(read_xattrs(NodeRef{-1, nullptr, dest_dir}, relpath));
+  // The old owner, mode and xattrs live on an empty directory at the same path in the backup.
+  checked(apply_metadata(NodeRef{-1, nullptr, container(relpath)}, NodeMeta::from_stat(st), xattrs,
+                         ExistingXattrs::reconcile, display));
+  char times[64];
+  std::snprintf(times, sizeof times, "D %lld %ld ", static_cast<long long>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec);
+  write_record(times + std::string(relpath));
+}
+
+bool SyncJournal::changed(std::string_view relpath) {
+  std::lock_guard lock(m_mutex);
+  return m_changed.count(std::string(relpath)) > 0;
+}
+
+void SyncJournal::added(std::string_view relpath) {
+  std::lock_guard lock(m_mutex);
+  write_record("A " + std::string(relpath));
+}
+
+void SyncJournal::keep_by_link(int dest_dir, const std::string& name, std::string_view relpath) {
+  std::lock_guard lock(m_mutex);
+  write_record("K " + std::string(relpath));
+  const auto [parent, kept_name_view] = split_parent(relpath);
+  const std::string kept_name(kept_name_view);
+  if (::linkat(dest_dir, name.c_str(), container(parent), kept_name.c_str(), 0) != 0) {
+    throw Failure(system_message("keep " + in_quotes(relpath) + " in " + in_quotes(m_display), errno));
+  }
+}
+
+void SyncJournal::keep_by_rename(int dest_dir, const std::string& name, std::string_view relpath) {
+  std::lock_guard lock(m_mutex);
+  write_record("K " + std::string(relpath));
+  const auto [parent, kept_name_view] = split_parent(relpath);
+  const std::string kept_name(kept_name_view);
+  if (::renameat(dest_dir, name.c_str(), container(parent), kept_name.c_str()) != 0) {
+    throw Failure(system_message("move " + in_quotes(relpath) + " into " + in_quotes(m_display), errno));
+  }
+}
+
+}  // namespace transfer
+
+void restore_sync_backup(int dest_dir, int backup_dir) {
+  using transfer::checked;
+  using transfer::in_quotes;
+  using transfer::split_parent;
+  const std::string dest_display = fd_display(dest_dir);
+  const std::string backup_display = fd_display(backup_dir);
+  const Fd backup = checked(reopen_directory(backup_dir, backup_display));
+  const std::string journal_display = backup_display + "/" + transfer::k_journal_name;
+  auto read = read_file_at(backup.get(), transfer::k_journal_name, journal_display, size_t{1} << 32U);
+  if (!read && read.error().errnum == ENOENT) {
+    return;  // the sync was killed before it began: it changed nothing
+  }
+  const std::string journal = std::move(read).value();
+  std::vector<std::string_view> records;
+  for (size_t start = 0; start < journal.size();) {
+    const size_t end = journal.find('\0', start);
+    // A record without its NUL was cut by a kill before its change was made.
+    if (end == std::string::npos) {
+      break;
+    }
+    records.emplace_back(journal.data() + start, end - start);
+    start = end + 1;
+  }
+  const Fd tree_root = checked(
+      open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name));
+  const Fd dest = checked(reopen_directory(dest_dir, dest_display));
+  DirCursor dests(dest.get(), dest_display);
+  DirCursor kept(tree_root.get(), backup_display + "/" + transfer::k_kept_tree_name);
+  auto dest_path = [&](std::string_view relpath) {
+    return relpath.empty() ? dest_display : dest_display + "/" + std::string(relpath);
+  };
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    const std::string_view record = *it;
+    if (record.size() < 2 || record[1] != ' ') {
+      throw Failure("failed to restore from " + in_quotes(journal_display) + ": a record is malformed");
+    }
+    if (record[0] == 'D') {
+      long long seconds = 0;
+      long nanoseconds = 0;
+      int consumed = 0;
+      const std::string head(record.substr(0, std::min<size_t>(record.size(), 64)));
+      if (std::sscanf(head.c_str(), "D %lld %ld %n", &seconds, &nanoseconds, &consumed) != 2 || consumed == 0) {
+        throw Failure("failed to restore from " + in_quotes(journal_display) + ": a record is malformed");
+      }
+      const std::string_view relpath = record.substr(static_cast<size_t>(consumed));
+      const int dir = checked(dests.open_if_present(relpath));
+      const int old = checked(kept.open_if_present(relpath));
+      if (dir < 0 || old < 0) {
+        continue;
+      }
+      // Every temporary of the sync was made after its directory's D record: a killed sync's are found here.
+      for (const DirEntry& entry : checked(read_directory(dir, dest_path(relpath)))) {
+        if (std::string_view(entry.name).starts_with(k_temp_prefix)) {
+          checked(remove_tree(dir, entry.name.c_str(), dest_path(join_path(relpath, entry.name))));
+        }
+      }
+      struct stat st {};
+      if (::fstat(old, &st) != 0) {
+        throw Failure(system_message("stat the kept directory " + in_quotes(relpath), errno));
+      }
+      NodeMeta meta = NodeMeta::from_stat(st);
+      meta.mtime = {static_cast<time_t>(seconds), nanoseconds};
+      checked(apply_metadata(NodeRef{-1, nullptr, dir}, meta, checked(read_xattrs(NodeRef{-1, nullptr, old}, relpath)),
+                             ExistingXattrs::reconcile, dest_path(relpath)));
+      continue;
+    }
+    const std::string_view relpath = record.substr(2);
+    const auto [parent, name_view] = split_parent(relpath);
+    const std::string name(name_view);
+    const int dir = checked(dests.open_if_present(parent));
+    if (dir < 0) {
+      continue;
+    }
+    if (record[0] == 'A') {
+      checked(remove_tree(dir, name.c_str(), dest_path(relpath)));
+    } else if (record[0] == 'K') {
+      const int old_dir = checked(kept.open_if_present(parent));
+      struct stat old {};
+      if (old_dir < 0 || ::fstatat(old_dir, name.c_str(), &old, AT_SYMLINK_NOFOLLOW) != 0) {
+        continue;  // killed between the record and the keeping: the destination still has the old entry
+      }
+      struct stat now {};
+      const bool present = ::fstatat(dir, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0;
+      // rename replaces a non-directory atomically; a directory in the way (or a directory
+      // coming back) needs the way cleared first.
+      if (present && (S_ISDIR(now.st_mode) || S_ISDIR(old.st_mode))) {
+        checked(remove_tree(dir, name.c_str(), dest_path(relpath)));
+      }
+      if (::renameat(old_dir, name.c_str(), dir, name.c_str()) != 0) {
+        throw Failure(system_message("put back " + in_quotes(dest_path(relpath)), errno));
+      }
+    } else {
+      throw Failure("failed to restore from " + in_quotes(journal_display) + ": a record is malformed");
+    }
+  }
+}
+
+}  // namespace hoist

@@ -1,0 +1,353 @@
+// stage_tree() for directory payloads: a parallel walk of the payload beside
+// the staging directory and the tree it links from (--link-dest).
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "archive_stager.hpp"
+#include "hoist/sys/directory.hpp"
+#include "hoist/transfer/transfer.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/util/work_pool.hpp"
+#include "node_copy.hpp"
+#include "payload_walk.hpp"
+#include "read_ahead.hpp"
+#include "transfer_counters.hpp"
+#include "transfer_support.hpp"
+#include "tree_order.hpp"
+
+namespace hoist {
+
+namespace transfer {
+
+namespace {
+
+/// The three directories at one relative path (non-owning).
+struct DirFds {
+  int source = -1;
+  int target = -1;   ///< -1 in a dry run
+  int compare = -1;  ///< -1 when link_dest has no directory there
+  std::string_view relpath;
+};
+
+/// An open directory of the walk, shared by the tasks of its entries.
+struct DirNode {
+  std::string relpath;
+  Fd source;
+  Fd target;
+  Fd compare;
+  [[nodiscard]] DirFds fds() const { return DirFds{source.get(), target.get(), compare.get(), relpath}; }
+};
+
+class DirectoryStager : PayloadWalk {
+ public:
+  DirectoryStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
+      : PayloadWalk(payload, options),
+        m_staging_display(fd_display(staging_dir)),
+        m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()) {
+    m_staging = checked(reopen_directory(staging_dir, m_staging_display));
+    if (link_dest >= 0) {
+      m_compare = checked(reopen_directory(link_dest, m_compare_display));
+    }
+    struct stat st {};
+    if (::fstat(m_staging.get(), &st) != 0) {
+      throw Failure(system_message("stat " + in_quotes(m_staging_display), errno));
+    }
+    m_staging_dev = st.st_dev;
+  }
+
+  TransferStats run() {
+    auto root = std::make_shared<DirNode>();
+    root->source = open_payload_root(m_payload);
+    if (!m_dry) {
+      root->target = checked(reopen_directory(m_staging.get(), m_staging_display));
+      // A default ACL on the staging directory would be inherited by every new
+      // entry; the payload root's own ACLs are set at the end.
+      if (::fremovexattr(m_staging.get(), "system.posix_acl_default") != 0 && errno != ENODATA && errno != ENOTSUP) {
+        throw Failure(system_message("remove the default ACL of " + in_quotes(m_staging_display), errno));
+      }
+    }
+    if (m_compare) {
+      root->compare = checked(reopen_directory(m_compare.get(), m_compare_display));
+    }
+    m_dirs.push_back(DirRecord{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev)});
+    walk(root->source.get(), [this, root]() mutable { stage_entries(std::move(root)); });
+    stage_hard_links();
+    if (!m_dry) {
+      apply_directory_metadata();
+    }
+    return m_counters.snapshot();
+  }
+
+ private:
+  struct DirRecord {
+    std::string relpath;
+    DirMeta dir;
+  };
+
+  [[nodiscard]] std::string staging_display(std::string_view relpath) const {
+    return relpath.empty() ? m_staging_display : m_staging_display + "/" + std::string(relpath);
+  }
+  [[nodiscard]] std::string compare_display(std::string_view relpath) const {
+    return relpath.empty() ? m_compare_display : m_compare_display + "/" + std::string(relpath);
+  }
+
+  /// Opens directory `name` under `parent` on the three sides, classifies it
+  /// against link_dest, and stages what is in it.
+  void stage_directory(std::shared_ptr<DirNode> parent, const std::string& name) {
+    auto node = std::make_shared<DirNode>();
+    node->relpath = join_path(parent->relpath, name);
+    node->source = checked(open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)));
+    if (!m_dry) {
+      node->target = checked(open_directory(parent->target.get(), name.c_str(), staging_display(node->relpath)));
+    }
+    Outcome outcome = Outcome::added;
+    if (parent->compare) {
+      node->compare.reset(
+          ::openat(parent->compare.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!node->compare) {
+        if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) {
+          throw Failure(system_message("open directory " + in_quotes(compare_display(node->relpath)), errno));
+        }
+        if (errno != ENOENT) {
+          outcome = Outcome::changed;
+          count_replaced(parent->compare.get(), name, node->relpath);
+        }
+      }
+    }
+    // The parent's directories stay open only while some of its entries wait.
+    parent.reset();
+    DirRecord record{node->relpath, read_dir_meta(node->source.get(), payload_display(node->relpath))};
+    if (node->compare) {
+      struct stat existing {};
+      if (::fstat(node->compare.get(), &existing) != 0) {
+        throw Failure(system_message("stat " + in_quotes(compare_display(node->relpath)), errno));
+      }
+      const bool same =
+          same_attributes(record.dir.meta, NodeMeta::from_stat(existing)) &&
+          same_xattrs(record.dir.xattrs,
+                      checked(read_xattrs(NodeRef{-1, nullptr, node->compare.get()}, compare_display(node->relpath))));
+      outcome = same ? Outcome::unchanged : Outcome::changed;
+    }
+    m_counters.count(outcome, 0);
+    {
+      std::lock_guard lock(m_mutex);
+      m_dirs.push_back(std::move(record));
+    }
+    stage_entries(std::move(node));
+  }
+
+  void stage_entries(std::shared_ptr<DirNode> node) {
+    const DirFds fds = node->fds();
+    const std::string display = payload_display(fds.relpath);
+    auto entries = checked(read_directory(fds.source, display));
+    sort_by_inode(entries);
+    const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_staging_dev);
+    const bool walked = walk_entries(fds.source, fds.compare, entries, display, reads_data, m_pool,
+                                     [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
+                                       stage_walked(node, name, st, seen);
+                                     });
+    if (walked && fds.compare >= 0) {
+      count_removed(fds, entries);
+    }
+  }
+
+  /// One entry of the walk of `node`: a directory is made and walked by a task
+  /// of its own, a hard-linked name set aside, a big file copied by a task of its own.
+  void stage_walked(const std::shared_ptr<DirNode>& node, const std::string& name, const struct stat& st,
+                    const ReadAhead::Seen* seen) {
+    const DirFds fds = node->fds();
+    if (S_ISDIR(st.st_mode)) {
+      if (!m_dry && ::mkdirat(fds.target, name.c_str(), 0700) != 0) {
+        throw Failure(
+            system_message("create directory " + in_quotes(staging_display(join_path(fds.relpath, name))), errno));
+      }
+      m_pool.submit([this, node, name]() mutable { stage_directory(std::move(node), name); });
+    } else if (st.st_nlink > 1) {
+      // Hard links are made after the walk, when the first name of each inode exists.
+      set_aside_link(fds.relpath, name, st, false);
+    } else if (own_task(st)) {
+      m_pool.submit(
+          [this, node, name, st, existing = existing_seen(seen)]() { stage_entry(node->fds(), name, st, existing); });
+    } else {
+      stage_entry(fds, name, st, existing_seen(seen));
+    }
+    m_counters.poll();
+  }
+
+  /// Stages one entry that is not a directory; returns how it compares. `seen`
+  /// is link_dest's entry when the walk already knows it.
+  Outcome stage_entry(const DirFds& fds, const std::string& name, const struct stat& st,
+                      const std::optional<ExistingNode>& seen = std::nullopt) {
+    const std::string relpath = join_path(fds.relpath, name);
+    const std::string source_display = payload_display(relpath);
+    SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
+    const ExistingNode existing = seen ? *seen : stat_existing(fds.compare, name.c_str(), compare_display(relpath));
+    const Outcome outcome = compare_node(source, existing, fds.compare, name.c_str(), m_options.compare, source_display,
+                                         compare_display(relpath));
+    if (existing.present && S_ISDIR(existing.st.st_mode)) {
+      count_replaced(fds.compare, name, relpath);
+    }
+    const uint64_t bytes = source.meta.size;
+    if (m_dry) {
+      m_counters.count(outcome, bytes);
+      return outcome;
+    }
+    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) && link_from_compare(fds, name, relpath)) {
+      m_counters.count(outcome, bytes);
+      return outcome;
+    }
+    uint64_t reported = 0;
+    const CopyProgress progress = [this, &reported](uint64_t done) {
+      m_counters.add_done(done - reported);
+      reported = done;
+      m_counters.poll();
+    };
+    const uint64_t written = write_node(source,
+                                        WriteTarget{fds.target, name.c_str(), m_staging_dev, ExistingXattrs::none,
+                                                    NewOwner::creator, m_umask, m_euid, m_egid},
+                                        m_copier, source_display, staging_display(relpath), progress);
+    m_counters.count_written(written);
+    m_counters.count(outcome, bytes, reported);
+    return outcome;
+  }
+
+  /// Hard-links an unchanged file from link_dest; false when it has to be copied instead.
+  bool link_from_compare(const DirFds& fds, const std::string& name, const std::string& relpath) {
+    if (!m_link_works.load(std::memory_order_relaxed)) {
+      return false;
+    }
+    if (::linkat(fds.compare, name.c_str(), fds.target, name.c_str(), 0) == 0) {
+      return true;
+    }
+    // EXDEV: link_dest is elsewhere; EMLINK: that inode has all the links it can have.
+    if (errno == EXDEV) {
+      m_link_works.store(false, std::memory_order_relaxed);
+      return false;
+    }
+    if (errno == EMLINK) {
+      return false;
+    }
+    throw Failure(system_message(
+        "link " + in_quotes(compare_display(relpath)) + " to " + in_quotes(staging_display(relpath)), errno));
+  }
+
+  void count_replaced(int compare_dir, const std::string& name, const std::string& relpath) {
+    transfer::count_replaced(m_counters, compare_dir, name, compare_display(relpath));
+  }
+
+  void count_removed(const DirFds& fds, const std::vector<DirEntry>& entries) {
+    std::unordered_set<std::string_view> names;
+    names.reserve(entries.size());
+    for (const DirEntry& entry : entries) {
+      names.insert(entry.name);
+    }
+    for (const DirEntry& entry : checked(read_directory(fds.compare, compare_display(fds.relpath)))) {
+      if (names.count(entry.name) == 0) {
+        uint64_t files = 0;
+        uint64_t bytes = 0;
+        count_tree(fds.compare, entry.name.c_str(), files, bytes, compare_display(join_path(fds.relpath, entry.name)));
+        m_counters.count_removed(files, bytes);
+      }
+    }
+  }
+
+  /// Each inode of the payload with several names becomes one inode with the
+  /// same names: the first name is staged as any file, the others link to it.
+  void stage_hard_links() {
+    const Fd payload_root = open_payload_root(m_payload);
+    DirCursor sources(payload_root.get(), m_payload.path().string());
+    DirCursor targets(m_staging.get(), m_staging_display);
+    DirCursor compares(m_compare.get(), m_compare_display);
+    for_each_link_group(m_links,
+                        [&](size_t first, size_t end) { stage_link_group(first, end, sources, targets, compares); });
+  }
+
+  void stage_link_group(size_t first, size_t end, DirCursor& sources, DirCursor& targets, DirCursor& compares) {
+    const LinkMember& lead = m_links[first];
+    DirFds fds{checked(sources.open(lead.parent)), m_dry ? -1 : checked(targets.open(lead.parent)),
+               m_compare ? checked(compares.open_if_present(lead.parent)) : -1, lead.parent};
+    const Outcome lead_outcome = stage_entry(fds, lead.name, lead.st);
+    const std::string lead_path = join_path(lead.parent, lead.name);
+    // The lead's inode in link_dest, which the other names share there when they are unchanged.
+    const ExistingNode lead_existing = stat_existing(fds.compare, lead.name.c_str(), compare_display(lead_path));
+    Fd lead_dir;
+    if (!m_dry) {
+      lead_dir = checked(reopen_directory(fds.target, staging_display(lead.parent)));
+    }
+    for (size_t i = first + 1; i < end; ++i) {
+      const LinkMember& member = m_links[i];
+      const std::string relpath = join_path(member.parent, member.name);
+      const int compare_dir = m_compare ? checked(compares.open_if_present(member.parent)) : -1;
+      const ExistingNode existing = stat_existing(compare_dir, member.name.c_str(), compare_display(relpath));
+      Outcome outcome = Outcome::added;
+      if (existing.present) {
+        const bool same_inode = lead_existing.present && existing.st.st_dev == lead_existing.st.st_dev &&
+                                existing.st.st_ino == lead_existing.st.st_ino;
+        outcome = same_inode && lead_outcome == Outcome::unchanged ? Outcome::unchanged : Outcome::changed;
+        if (S_ISDIR(existing.st.st_mode)) {
+          count_replaced(compare_dir, member.name, relpath);
+        }
+      }
+      // The data was counted with the first name.
+      m_counters.count(outcome, 0);
+      if (m_dry) {
+        continue;
+      }
+      const int target_dir = checked(targets.open(member.parent));
+      if (::linkat(lead_dir.get(), lead.name.c_str(), target_dir, member.name.c_str(), 0) != 0) {
+        throw Failure(system_message(
+            "link " + in_quotes(staging_display(lead_path)) + " to " + in_quotes(staging_display(relpath)), errno));
+      }
+      m_counters.poll();
+    }
+  }
+
+  /// Directory modes and times go last: every entry made inside a directory changes its mtime.
+  void apply_directory_metadata() {
+    sort_deepest_first(m_dirs, [](const DirRecord& record) -> std::string_view { return record.relpath; });
+    DirCursor targets(m_staging.get(), m_staging_display);
+    for (const DirRecord& record : m_dirs) {
+      const int fd = checked(targets.open(record.relpath));
+      // The staging root may carry xattrs of its own; the directories made here carry none.
+      const ExistingXattrs existing = record.relpath.empty() ? ExistingXattrs::reconcile : ExistingXattrs::none;
+      checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, existing,
+                             staging_display(record.relpath)));
+      m_counters.poll();
+    }
+  }
+
+  Fd m_staging;
+  Fd m_compare;
+  dev_t m_staging_dev = 0;
+  std::string m_staging_display;
+  std::string m_compare_display;
+  std::atomic<bool> m_link_works{true};
+  std::vector<DirRecord> m_dirs;  ///< guarded by m_mutex during the walk
+};
+
+}  // namespace
+
+}  // namespace transfer
+
+TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options) {
+  switch (payload.type()) {
+    case PayloadType::directory: return transfer::DirectoryStager(payload, staging_dir, link_dest, options).run();
+    case PayloadType::archive: return transfer::stage_archive(payload, staging_dir, link_dest, options);
+    case PayloadType::file: break;
+  }
+  throw UsageError("cannot stage '" + payload.path().string() +
+                   "' as a tree: it is neither a directory nor an archive");
+}
+
+}  // namespace hoist

@@ -1,0 +1,159 @@
+#include "hoist/verify/sysext_image.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "hoist/sys/detached_mount.hpp"
+#include "hoist/sys/loop_device.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/util/file_io.hpp"
+#include "hoist/verify/extension_release.hpp"
+
+namespace hoist {
+
+namespace {
+
+constexpr std::string_view k_raw_suffix = ".raw";
+
+bool read_at(int fd, off_t offset, void* buffer, size_t size) {
+  return ::pread(fd, buffer, size, offset) == static_cast<ssize_t>(size);
+}
+
+// systemd's image_name_is_valid(): a file name of at most 255 bytes, no
+// leading dot. hoist adds what a name in an extension-release file name needs.
+bool valid_image_name(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name.front() == '.') {
+    return false;
+  }
+  return name.find_first_of("/\n") == std::string_view::npos;
+}
+
+// Reads the release file inside an image whose root `root` resolves in.
+OsRelease read_release_in(const HostRoot& root, std::string_view image_name, const std::string& shown) {
+  const std::string release_path = extension_release_path(image_name);
+  auto fd = root.open(release_path, O_RDONLY | O_NOCTTY);
+  if (!fd) {
+    if (fd.error().errnum == ENOENT) {
+      throw Error(ExitCode::verification, "sysext image '" + shown + "' has no '" + release_path +
+                                              "': systemd-sysext would refuse it as extension '" +
+                                              std::string(image_name) + "'");
+    }
+    throw Failure(fd.error().message);
+  }
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw Error(ExitCode::verification, "'" + release_path + "' in sysext image '" + shown + "' is not a regular file");
+  }
+  const std::string text = read_fd(fd->get(), shown + ":" + release_path, 1U << 20U).value();
+  // systemd-sysext refuses an extension that carries the OS's own identity.
+  if (auto os_release = root.open("usr/lib/os-release", O_PATH)) {
+    throw Error(ExitCode::verification,
+                "sysext image '" + shown + "' contains 'usr/lib/os-release', which systemd-sysext refuses");
+  }
+  return parse_os_release(text);
+}
+
+}  // namespace
+
+SysextImageType detect_sysext_image(const Payload& payload) {
+  const std::string shown = payload.path().string();
+  if (payload.type() == PayloadType::directory) {
+    return SysextImageType::directory;
+  }
+  Fd fd(::open(payload.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) {
+    throw UsageError(system_message("open sysext image '" + shown + "'", errno));
+  }
+  std::array<unsigned char, 4> magic{};
+  if (read_at(fd.get(), 0, magic.data(), magic.size()) && std::memcmp(magic.data(), "hsqs", 4) == 0) {
+    return SysextImageType::squashfs;
+  }
+  // EROFS_SUPER_MAGIC_V1, little-endian, at EROFS_SUPER_OFFSET.
+  constexpr std::array<unsigned char, 4> k_erofs{0xE2, 0xE1, 0xF5, 0xE0};
+  if (read_at(fd.get(), 1024, magic.data(), magic.size()) && magic == k_erofs) {
+    return SysextImageType::erofs;
+  }
+  throw UsageError("sysext payload '" + shown + "' is neither a directory nor a squashfs or erofs image");
+}
+
+std::string_view to_string(SysextImageType type) {
+  switch (type) {
+    case SysextImageType::directory: return "directory";
+    case SysextImageType::squashfs: return "squashfs";
+    case SysextImageType::erofs: return "erofs";
+  }
+  return "?";
+}
+
+std::string sysext_image_name(std::string_view destination, SysextImageType type) {
+  const size_t slash = destination.rfind('/');
+  const std::string_view file = slash == std::string_view::npos ? destination : destination.substr(slash + 1);
+  const bool raw = file.ends_with(k_raw_suffix);
+  std::string name;
+  if (type == SysextImageType::directory) {
+    if (raw) {
+      throw UsageError("destination '" + std::string(destination) +
+                       "' ends in .raw, but the sysext payload is a directory: systemd-sysext ignores a directory "
+                       "named *.raw; name the link without .raw");
+    }
+    name = std::string(file);
+  } else {
+    if (!raw) {
+      throw UsageError("destination '" + std::string(destination) + "' must end in .raw for a " +
+                       std::string(to_string(type)) + " image: systemd-sysext merges image files named <name>.raw");
+    }
+    name = std::string(file.substr(0, file.size() - k_raw_suffix.size()));
+  }
+  if (!valid_image_name(name)) {
+    throw UsageError("destination '" + std::string(destination) + "' does not give a valid extension name");
+  }
+  return name;
+}
+
+OsRelease read_extension_release(const Payload& payload, SysextImageType type, std::string_view image_name) {
+  const std::string shown = payload.path().string();
+  if (type == SysextImageType::directory) {
+    auto root = HostRoot::open(payload.path());
+    if (!root) {
+      throw Failure(root.error().message);
+    }
+    return read_release_in(*root, image_name, shown);
+  }
+  Fd image(::open(payload.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!image) {
+    throw Failure(system_message("open sysext image '" + shown + "'", errno));
+  }
+  auto loop = LoopDevice::attach_read_only(image.get(), shown);
+  if (!loop) {
+    throw Failure(loop.error().message);
+  }
+  auto mounted = DetachedMount::mount_read_only(std::string(to_string(type)), loop->path(), shown);
+  if (!mounted) {
+    throw Failure(mounted.error().message);
+  }
+  // The detached mount has no path of its own: the image root is reached
+  // through its descriptor, and resolved inside it like a host root.
+  auto root = HostRoot::open("/proc/self/fd/" + std::to_string(mounted->fd()));
+  if (!root) {
+    throw Failure(root.error().message);
+  }
+  return read_release_in(*root, image_name, shown);
+}
+
+void verify_sysext_payload(const HostRoot& root, const Payload& payload, std::string_view destination) {
+  const SysextImageType type = detect_sysext_image(payload);
+  const std::string name = sysext_image_name(destination, type);
+  const OsRelease extension = read_extension_release(payload, type, name);
+  const OsRelease host = read_host_os_release(root);
+  check_extension_release(host, extension, name, native_architecture(),
+                          payload.path().string() + ":" + extension_release_path(name));
+  spdlog::debug("extension '{}' ({}) matches the host's os-release", name, to_string(type));
+}
+
+}  // namespace hoist

@@ -1,0 +1,77 @@
+#include <catch2/catch.hpp>
+
+#include "hoist/model/state_update.hpp"
+#include "hoist/util/error.hpp"
+
+using hoist::ComponentState;
+using hoist::record_switch;
+using hoist::versions_to_collect;
+
+namespace {
+
+ComponentState with_versions(std::vector<std::string> versions, std::string current, std::string previous) {
+  ComponentState state;
+  state.component = "app";
+  for (auto& v : versions) {
+    state.versions.push_back({v, "2026-11-01T00:00:00Z"});
+  }
+  state.current = std::move(current);
+  state.previous = std::move(previous);
+  return state;
+}
+
+std::vector<std::string> names(const ComponentState& state) {
+  std::vector<std::string> result;
+  for (const auto& r : state.versions) {
+    result.push_back(r.version);
+  }
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("a switch makes the old current previous and appends the new version", "[state_update]") {
+  auto state = with_versions({"1.0.0"}, "1.0.0", "");
+  record_switch(state, "1.1.0", std::nullopt);
+  CHECK(state.current == "1.1.0");
+  CHECK(state.previous == "1.0.0");
+  CHECK(names(state) == std::vector<std::string>{"1.0.0", "1.1.0"});
+  // Going back to a kept version moves it to the end: it is the newest install.
+  record_switch(state, "1.0.0", std::nullopt);
+  CHECK(state.previous == "1.1.0");
+  CHECK(names(state) == std::vector<std::string>{"1.1.0", "1.0.0"});
+  // A repair of the current version keeps previous.
+  record_switch(state, "1.0.0", std::nullopt);
+  CHECK(state.previous == "1.1.0");
+}
+
+TEST_CASE("the pre-hoist file becomes previous on the first install", "[state_update]") {
+  ComponentState state;
+  record_switch(state, "v1.30.1+k3s1", std::string("pre-hoist"));
+  CHECK(state.current == "v1.30.1+k3s1");
+  CHECK(state.previous == "pre-hoist");
+  CHECK(names(state) == std::vector<std::string>{"pre-hoist", "v1.30.1+k3s1"});
+}
+
+TEST_CASE("keeping N versions removes the oldest but never current or previous", "[state_update]") {
+  auto state = with_versions({"1", "2", "3", "4", "5"}, "5", "4");
+  CHECK(versions_to_collect(state, 3) == std::vector<std::string>{"1", "2"});
+  CHECK(versions_to_collect(state, 1) == std::vector<std::string>{"1", "2", "3"});
+  CHECK(versions_to_collect(state, 5).empty());
+  // After a rollback the current one may be the oldest: it stays.
+  auto rolled = with_versions({"1", "2", "3", "4"}, "1", "4");
+  CHECK(versions_to_collect(rolled, 2) == std::vector<std::string>{"2", "3"});
+}
+
+TEST_CASE("a component installed as another kind or at another destination is refused", "[state_update]") {
+  hoist::ComponentSpec spec;
+  spec.name = "app";
+  spec.kind = hoist::ComponentKind::tree;
+  spec.destination = "/opt/app";
+  auto state = hoist::new_state(spec);
+  CHECK_NOTHROW(hoist::check_identity(state, spec));
+  spec.kind = hoist::ComponentKind::file;
+  CHECK_THROWS_WITH(hoist::check_identity(state, spec),
+                    "component 'app' is installed as kind tree at '/opt/app'; refusing to install it as kind file at "
+                    "'/opt/app' (use another component name)");
+}
