@@ -1,4 +1,7 @@
 #include <catch2/catch.hpp>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "hoist/model/suc_context.hpp"
 #include "hoist/util/error.hpp"
@@ -58,11 +61,54 @@ TEST_CASE("outside a Job the contract is empty", "[suc]") {
   CHECK(suc.secrets_dir.empty());
 }
 
-TEST_CASE("a malformed downward-API file is refused with its line", "[suc]") {
-  CHECK_THROWS_WITH(hoist::parse_downward_api("a=\"1\"\nbroken\n", "/pod/labels"),
-                    "'/pod/labels' line 2: expected key=\"value\"");
-  CHECK_THROWS_WITH(hoist::parse_downward_api("a=unquoted\n", "/pod/labels"),
-                    "'/pod/labels' line 1: expected a double-quoted value");
-  CHECK_THROWS_WITH(hoist::parse_downward_api("a=\"\\xZZ\"\n", "/pod/labels"), "'/pod/labels' line 1: malformed \\x escape");
-  CHECK(hoist::parse_downward_api("a=\"\\x41\"\n", "x").at("a") == "A");
+TEST_CASE("every escape Go's strconv.Quote writes is read back", "[suc]") {
+  // What the kubelet writes (%q) for these values: the Plan annotations SUC copies onto the pod.
+  const auto parsed = hoist::parse_downward_api(
+      "bell=\"\\a\\b\\f\\v\\t\\r\\n\"\n"
+      "zwsp=\"zwsp\\u200b here\"\n"
+      "emoji=\"\\U0001f600 caf\xc3\xa9\"\n"
+      "bytes=\"\\xff\\x41\"\n"
+      "octal=\"\\101\\377\"\n"
+      "quote=\"a \\\"b\\\" \\\\c\"\n"
+      "empty=\"\"\n",
+      "/pod/annotations");
+  CHECK(parsed.unreadable.empty());
+  CHECK(parsed.values.at("bell") == "\a\b\f\v\t\r\n");
+  CHECK(parsed.values.at("zwsp") == "zwsp\xe2\x80\x8b here");
+  CHECK(parsed.values.at("emoji") == "\xf0\x9f\x98\x80 caf\xc3\xa9");
+  CHECK(parsed.values.at("bytes") == "\xff\x41");
+  CHECK(parsed.values.at("octal") == "A\xff");
+  CHECK(parsed.values.at("quote") == "a \"b\" \\c");
+  CHECK(parsed.values.at("empty").empty());
+}
+
+TEST_CASE("a downward-API line that cannot be read is named and skipped, never a failure", "[suc]") {
+  const auto parsed = hoist::parse_downward_api(
+      "a=\"1\"\nbroken\nb=unquoted\nc=\"\\xZZ\"\nd=\"\\q\"\ne=\"\\ud800\"\nf=\"\\x00\"\ng=\"\\u0000\"\nh=\"\\400\"\n"
+      "i=\"dangling\\\"\nj=\"2\"\n",
+      "/pod/labels");
+  CHECK(parsed.values == std::map<std::string, std::string>{{"a", "1"}, {"j", "2"}});
+  CHECK(parsed.unreadable == std::vector<std::string>{
+                                 "'/pod/labels' line 2: expected key=\"value\"",
+                                 "'/pod/labels' line 3: expected a double-quoted value",
+                                 "'/pod/labels' line 4: malformed \\x escape",
+                                 "'/pod/labels' line 5: unknown escape '\\q'",
+                                 "'/pod/labels' line 6: \\u escape of no Unicode character",
+                                 "'/pod/labels' line 7: the value holds a NUL",
+                                 "'/pod/labels' line 8: the value holds a NUL",
+                                 "'/pod/labels' line 9: octal escape past 255",
+                                 "'/pod/labels' line 10: dangling backslash",
+                             });
+}
+
+TEST_CASE("the SUC contract is read with the unreadable lines as warnings", "[suc]") {
+  ScopedTempDir container;
+  write_text(container / "run/system-upgrade/pod/labels", "plan=\"k3s\"\n");
+  write_text(container / "run/system-upgrade/pod/annotations", "ok=\"1\"\nbad=\"\\q\"\n");
+  const SucContext suc = SucContext::load({}, container.path());
+  CHECK(suc.labels.at("plan") == "k3s");
+  CHECK(suc.annotations.at("ok") == "1");
+  REQUIRE(suc.warnings.size() == 1);
+  CHECK(suc.warnings[0] ==
+        "'" + (container / "run/system-upgrade/pod/annotations").string() + "' line 2: unknown escape '\\q'");
 }

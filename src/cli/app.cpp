@@ -71,10 +71,30 @@ std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& err
   return error.what();
 }
 
+// The host root when --host-root is not given. In a container, "/" is the container's own root: an upgrade there
+// would change the container and report success, so a container without /host is bad usage.
+std::string default_host_root(const SucContext& suc) {
+  const std::filesystem::path root = HostRoot::default_path();
+  if (root != "/") {
+    return root.string();
+  }
+  std::string why;
+  if (suc.in_job()) {
+    why = "SYSTEM_UPGRADE_PLAN_NAME is set";
+  } else if (const auto marker = HostRoot::container_marker(); !marker.empty()) {
+    why = "'" + marker.string() + "' exists";
+  } else {
+    return root.string();
+  }
+  throw UsageError("this runs in a container (" + why +
+                   ") and /host is not there: mount the host's root at /host (docker run -v /:/host, or the "
+                   "Plan's default), or pass --host-root");
+}
+
 int run(Command& command, Context& context) {
   if (command.needs_host()) {
-    const std::string root = context.options.host_root.empty() ? HostRoot::default_path().string()
-                                                               : context.options.host_root;
+    const std::string root =
+        context.options.host_root.empty() ? default_host_root(context.suc) : context.options.host_root;
     auto host = HostRoot::open(root);
     if (!host) {
       throw UsageError(host.error().message + " (--host-root)");
@@ -128,6 +148,9 @@ int main(int argc, char** argv) {
   try {
     context.env = process_environment();
     context.suc = SucContext::load(context.env);
+    for (const std::string& warning : context.suc.warnings) {
+      spdlog::warn("{} (skipped: hoist reads no pod label or annotation)", warning);
+    }
     return run(*selected, context);
   } catch (const Error& e) {
     spdlog::error("{}", e.what());

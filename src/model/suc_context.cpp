@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
-#include <cctype>
-#include <fstream>
+#include <fcntl.h>
+
+#include <cstdint>
+#include <optional>
 #include <sstream>
 
 #include "hoist/util/error.hpp"
+#include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
@@ -24,20 +28,63 @@ bool directory_exists(const std::filesystem::path& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::map<std::string, std::string> read_downward_api(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return {};
+// The kubelet writes these files; a few KiB is usual, and one line may not cost more than this.
+constexpr size_t k_max_downward_api_bytes = 1U << 20U;
+
+void read_downward_api(const std::filesystem::path& path, std::map<std::string, std::string>& values,
+                       std::vector<std::string>& warnings) {
+  auto text = read_file_at(AT_FDCWD, path.string(), path.string(), k_max_downward_api_bytes);
+  if (!text) {
+    if (text.error().errnum != ENOENT) {
+      warnings.push_back(text.error().message);
+    }
+    return;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_downward_api(text.str(), path.string());
+  DownwardApi parsed = parse_downward_api(*text, path.string());
+  values = std::move(parsed.values);
+  for (std::string& line : parsed.unreadable) {
+    warnings.push_back(std::move(line));
+  }
 }
 
-// Undoes Go's strconv.Quote for the escapes it produces in label values.
-std::string unquote(std::string_view quoted, const std::string& where) {
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+void append_utf8(std::string& out, uint32_t code) {
+  if (code < 0x80) {
+    out += static_cast<char>(code);
+  } else if (code < 0x800) {
+    out += static_cast<char>(0xc0 | (code >> 6U));
+    out += static_cast<char>(0x80 | (code & 0x3fU));
+  } else if (code < 0x10000) {
+    out += static_cast<char>(0xe0 | (code >> 12U));
+    out += static_cast<char>(0x80 | ((code >> 6U) & 0x3fU));
+    out += static_cast<char>(0x80 | (code & 0x3fU));
+  } else {
+    out += static_cast<char>(0xf0 | (code >> 18U));
+    out += static_cast<char>(0x80 | ((code >> 12U) & 0x3fU));
+    out += static_cast<char>(0x80 | ((code >> 6U) & 0x3fU));
+    out += static_cast<char>(0x80 | (code & 0x3fU));
+  }
+}
+
+// Undoes Go's strconv.Quote, which the kubelet uses (%q) for every value: the escapes Go's strconv.Unquote
+// reads in a double-quoted string, \a \b \f \n \r \t \v \\ \" \xHH \ooo \uHHHH \UHHHHHHHH, and no other. A
+// value that would hold a NUL is refused with the rest: no string hoist reads may carry one.
+std::optional<std::string> unquote(std::string_view quoted, std::string& why) {
   if (quoted.size() < 2 || quoted.front() != '"' || quoted.back() != '"') {
-    throw UsageError(where + ": expected a double-quoted value");
+    why = "expected a double-quoted value";
+    return std::nullopt;
   }
   quoted = quoted.substr(1, quoted.size() - 2);
   std::string out;
@@ -48,25 +95,59 @@ std::string unquote(std::string_view quoted, const std::string& where) {
       continue;
     }
     if (++i >= quoted.size()) {
-      throw UsageError(where + ": dangling backslash");
+      why = "dangling backslash";
+      return std::nullopt;
     }
-    switch (quoted[i]) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case '\\': out += '\\'; break;
-      case '"': out += '"'; break;
-      case 'x': {
-        auto hex = [](char h) { return std::isxdigit(static_cast<unsigned char>(h)) != 0; };
-        if (i + 2 >= quoted.size() || !hex(quoted[i + 1]) || !hex(quoted[i + 2])) {
-          throw UsageError(where + ": malformed \\x escape");
-        }
-        out += static_cast<char>(std::stoi(std::string(quoted.substr(i + 1, 2)), nullptr, 16));
-        i += 2;
+    const char kind = quoted[i];
+    // The digits an escape takes, and their base.
+    size_t digits = 0;
+    uint32_t base = 16;
+    switch (kind) {
+      case 'a': out += '\a'; continue;
+      case 'b': out += '\b'; continue;
+      case 'f': out += '\f'; continue;
+      case 'n': out += '\n'; continue;
+      case 'r': out += '\r'; continue;
+      case 't': out += '\t'; continue;
+      case 'v': out += '\v'; continue;
+      case '\\': out += '\\'; continue;
+      case '"': out += '"'; continue;
+      case 'x': digits = 2; break;
+      case 'u': digits = 4; break;
+      case 'U': digits = 8; break;
+      case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7':
+        digits = 3;
+        base = 8;
+        --i;  // the first digit is part of the number
         break;
-      }
-      default: throw UsageError(where + ": unknown escape '\\" + std::string(1, quoted[i]) + "'");
+      default: why = "unknown escape '\\" + escaped(std::string_view(&quoted[i], 1)) + "'"; return std::nullopt;
     }
+    uint32_t code = 0;
+    for (size_t d = 0; d < digits; ++d) {
+      const int value = i + 1 + d < quoted.size() ? hex_value(quoted[i + 1 + d]) : -1;
+      if (value < 0 || static_cast<uint32_t>(value) >= base) {
+        why = std::string("malformed \\") + kind + " escape";
+        return std::nullopt;
+      }
+      code = code * base + static_cast<uint32_t>(value);
+    }
+    i += digits;
+    if (kind == 'u' || kind == 'U') {
+      if (code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) {
+        why = std::string("\\") + kind + " escape of no Unicode character";
+        return std::nullopt;
+      }
+      append_utf8(out, code);
+    } else if (code > 0xff) {
+      why = "octal escape past 255";
+      return std::nullopt;
+    } else {
+      out += static_cast<char>(code);  // \x and octal are bytes, not characters
+    }
+  }
+  if (out.find('\0') != std::string::npos) {
+    why = "the value holds a NUL";
+    return std::nullopt;
   }
   return out;
 }
@@ -85,8 +166,8 @@ Environment process_environment() {
   return env;
 }
 
-std::map<std::string, std::string> parse_downward_api(const std::string& text, const std::string& source) {
-  std::map<std::string, std::string> values;
+DownwardApi parse_downward_api(const std::string& text, const std::string& source) {
+  DownwardApi result;
   std::istringstream lines(text);
   std::string line;
   int number = 0;
@@ -95,14 +176,17 @@ std::map<std::string, std::string> parse_downward_api(const std::string& text, c
     if (line.empty()) {
       continue;
     }
-    const std::string where = "'" + source + "' line " + std::to_string(number);
+    std::string why;
     const size_t eq = line.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw UsageError(where + ": expected key=\"value\"");
+      why = "expected key=\"value\"";
+    } else if (auto value = unquote(std::string_view(line).substr(eq + 1), why)) {
+      result.values[line.substr(0, eq)] = std::move(*value);
+      continue;
     }
-    values[line.substr(0, eq)] = unquote(std::string_view(line).substr(eq + 1), where);
+    result.unreadable.push_back("'" + escaped(source) + "' line " + std::to_string(number) + ": " + why);
   }
-  return values;
+  return result;
 }
 
 SucContext SucContext::load(const Environment& env, const std::filesystem::path& container_root) {
@@ -117,8 +201,8 @@ SucContext SucContext::load(const Environment& env, const std::filesystem::path&
   suc.kubernetes_service_port = get(env, "KUBERNETES_SERVICE_PORT");
 
   const std::filesystem::path pod_info = container_root / "run/system-upgrade/pod";
-  suc.labels = read_downward_api(pod_info / "labels");
-  suc.annotations = read_downward_api(pod_info / "annotations");
+  read_downward_api(pod_info / "labels", suc.labels, suc.warnings);
+  read_downward_api(pod_info / "annotations", suc.annotations, suc.warnings);
   if (const auto secrets = container_root / "run/system-upgrade/secrets"; directory_exists(secrets)) {
     suc.secrets_dir = secrets;
   }

@@ -90,6 +90,16 @@ std::filesystem::path HostRoot::default_path() {
   return "/";
 }
 
+std::filesystem::path HostRoot::container_marker() {
+  for (const char* marker : {"/run/.containerenv", "/.dockerenv"}) {
+    struct stat st {};
+    if (::stat(marker, &st) == 0) {
+      return marker;
+    }
+  }
+  return {};
+}
+
 // The last line of defence: the parsers refuse a NUL in anything that becomes a host path, and a path that
 // still holds one would name its own prefix once it became a C string ("/etc\0/app" is "/etc").
 SysError HostRoot::nul_in_path(std::string_view host_path) const {

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hoist {
 
@@ -29,6 +30,9 @@ struct SucContext {
   std::filesystem::path service_account_dir;       ///< .../serviceaccount (when present)
   std::string kubernetes_service_host;             ///< KUBERNETES_SERVICE_HOST
   std::string kubernetes_service_port;             ///< KUBERNETES_SERVICE_PORT
+  /// What could not be read of the files above, one message each ("'<file>' line 3: unknown escape '\q'"): hoist
+  /// uses no label or annotation, so a line it cannot read is for a warning, never a failure.
+  std::vector<std::string> warnings;
 
   /// Whether this process runs as a SUC Job (the controller always sets the plan name).
   [[nodiscard]] bool in_job() const { return !plan_name.empty(); }
@@ -38,8 +42,14 @@ struct SucContext {
   static SucContext load(const Environment& env, const std::filesystem::path& container_root = "/");
 };
 
-/// Parses a downward-API file (`key="value"` lines, values quoted the way Go's
-/// %q quotes them). Throws hoist::UsageError naming `source` on a malformed line.
-std::map<std::string, std::string> parse_downward_api(const std::string& text, const std::string& source);
+/// A downward-API file as read: the values, and the lines that could not be read.
+struct DownwardApi {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> unreadable;  ///< "'<source>' line N: <why>", one a line
+};
+
+/// Parses a downward-API file: `key="value"` lines, each value quoted the way the kubelet quotes it (Go's %q, that
+/// is strconv.Quote). A line that is not of that form, or whose value would hold a NUL, is left out and named.
+DownwardApi parse_downward_api(const std::string& text, const std::string& source);
 
 }  // namespace hoist

@@ -35,6 +35,10 @@ class HostRoot {
   /// The `--host-root` default: `/host` when it is a directory, else `/`.
   static std::filesystem::path default_path();
 
+  /// The container engine's marker file this process sees (`/run/.containerenv` of podman and CRI-O,
+  /// `/.dockerenv` of Docker), or an empty path outside a container (or under an engine that leaves none).
+  static std::filesystem::path container_marker();
+
   /// The root as the container sees it.
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return m_path; }
   [[nodiscard]] int fd() const noexcept { return m_fd.get(); }
