@@ -109,6 +109,10 @@ def by_kind(docs):
     return found
 
 
+def plans_of(rendered):
+    return {name: plan for docs in rendered.values() for name, plan in by_kind(docs)["Plan"].items()}
+
+
 def test_rendered_output_is_what_we_ship(rendered, plan_schema):
     expected_plans = {"k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-tools"}, "tree": {"os-tree"}}
     base = sorted((d["kind"], d["metadata"]["name"]) for d in base_docs())
@@ -133,7 +137,127 @@ def test_rendered_output_is_what_we_ship(rendered, plan_schema):
             # SUC appends the version as the tag of an untagged upgrade image.
             assert ":" not in plan["spec"]["upgrade"]["image"]
             assert plan["spec"]["upgrade"]["args"][0] == "upgrade"
-            assert plan["spec"]["jobActiveDeadlineSecs"] >= 900
+
+
+# ------------------------------------------------------------------ which nodes, which taints
+
+def selects(selector, labels):
+    """A metav1.LabelSelector applied to a node's labels, as SUC applies a Plan's."""
+    for key, value in selector.get("matchLabels", {}).items():
+        if labels.get(key) != value:
+            return False
+    for requirement in selector.get("matchExpressions", []):
+        key, operator, values = requirement["key"], requirement["operator"], requirement.get("values", [])
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+# Each Plan's opt-in label, and the labels that make a node one of its kind.
+OPT_IN = {"k3s-server": ("k3s-upgrade", {"node-role.kubernetes.io/control-plane": "true"}),
+          "k3s-agent": ("k3s-upgrade", {}),
+          "sysext-node-tools": ("hoist-sysext", {}),
+          "os-tree": ("hoist-os", {})}
+
+
+def test_every_plan_is_opt_in_in_suc_form(rendered):
+    plans = plans_of(rendered)
+    assert set(plans) == set(OPT_IN)
+    for name, plan in plans.items():
+        key, role = OPT_IN[name]
+        selector = plan["spec"]["nodeSelector"]
+        expressions = selector["matchExpressions"]
+        # SUC's own k3s Plans: the key must exist, and disabled or false opt out.
+        assert {"key": key, "operator": "Exists"} in expressions, name
+        assert {"key": key, "operator": "NotIn", "values": ["disabled", "false"]} in expressions, name
+        assert not selects(selector, {**role}), f"{name} selects a node that did not opt in"
+        for value in ("disabled", "false"):
+            assert not selects(selector, {**role, key: value}), f"{name} selects {key}={value}"
+        for value in ("true", "enabled", "server", ""):
+            assert selects(selector, {**role, key: value}), f"{name} skips {key}={value!r}"
+    # Servers and agents are disjoint: a server (whatever the role label's value) is the server Plan's only.
+    for role_value in ("true", ""):
+        server = {"k3s-upgrade": "true", "node-role.kubernetes.io/control-plane": role_value}
+        assert selects(plans["k3s-server"]["spec"]["nodeSelector"], server)
+        assert not selects(plans["k3s-agent"]["spec"]["nodeSelector"], server)
+    agent = {"k3s-upgrade": "true"}
+    assert selects(plans["k3s-agent"]["spec"]["nodeSelector"], agent)
+    assert not selects(plans["k3s-server"]["spec"]["nodeSelector"], agent)
+
+
+def tolerates(tolerations, taint):
+    """Kubernetes' rule: a toleration matches a taint's key (an empty key with
+    Exists matches every key), its value (Equal) and its effect (empty: every effect)."""
+    for toleration in tolerations:
+        if toleration.get("key", "") not in ("", taint["key"]):
+            continue
+        if not toleration.get("key") and toleration.get("operator") != "Exists":
+            continue
+        if toleration.get("operator", "Equal") == "Equal" and toleration.get("value", "") != taint.get("value", ""):
+            continue
+        if toleration.get("effect", "") not in ("", taint["effect"]):
+            continue
+        return True
+    return False
+
+
+# The taints that servers carry: kubeadm's and k3s's control-plane taints (the
+# old master one too), k3s's CriticalAddonsOnly (--node-taint), RKE2's etcd-only nodes.
+SERVER_TAINTS = [
+    {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/control-plane", "value": "true", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/master", "value": "true", "effect": "NoSchedule"},
+    {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoExecute"},
+    {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/etcd", "value": "true", "effect": "NoExecute"},
+]
+
+
+def test_the_server_plan_tolerates_the_control_plane_taints(rendered):
+    plans = plans_of(rendered)
+    # SUC adds only the unschedulable toleration to the Plan's own.
+    tolerations = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerations += plans["k3s-server"]["spec"].get("tolerations", [])
+    for taint in SERVER_TAINTS:
+        assert tolerates(tolerations, taint), f"k3s-server's Job never schedules on a server tainted {taint}"
+    # Exactly these keys: no blanket toleration of every taint (NoExecute of a failing node, say).
+    assert {t.get("key") for t in tolerations[1:]} == {t["key"] for t in SERVER_TAINTS}
+    assert not tolerates(tolerations, {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"})
+
+
+# ------------------------------------------------------------------ exclusive
+
+def option(args, name):
+    """The value of `--name=V` or `--name V` in a container's args, or None;
+    the last one wins, as in hoist's parser."""
+    value = None
+    for index, arg in enumerate(args):
+        if arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+        elif arg == name and index + 1 < len(args):
+            value = args[index + 1]
+    return value
+
+
+def test_plans_that_restart_k3s_or_reboot_are_exclusive(rendered):
+    plans = plans_of(rendered)
+    exclusive = set()
+    for name, plan in plans.items():
+        args = plan["spec"]["upgrade"]["args"]
+        restarts = option(args, "--restart") is not None
+        reboots = option(args, "--reboot") not in (None, "never")
+        if restarts or reboots:
+            exclusive.add(name)
+        # Two of them never run on one node at once: SUC's anti-affinity between exclusive Jobs.
+        assert plan["spec"].get("exclusive", False) == (restarts or reboots), name
+    assert exclusive == {"k3s-server", "k3s-agent", "os-tree"}
 
 
 def test_the_agent_plan_prepares_by_waiting_for_the_server_plan(rendered):
@@ -143,11 +267,6 @@ def test_the_agent_plan_prepares_by_waiting_for_the_server_plan(rendered):
     assert "--node-version=$(SYSTEM_UPGRADE_PLAN_LATEST_VERSION)" in agent["spec"]["prepare"]["args"]
     assert agent["spec"]["prepare"]["image"] == "localhost/hoist:latest"
     assert agent["spec"]["version"] == server["spec"]["version"]
-    # The two Plans select disjoint nodes: servers, and everything else.
-    server_keys = {e["key"]: e["operator"] for e in server["spec"]["nodeSelector"]["matchExpressions"]}
-    agent_keys = {e["key"]: e["operator"] for e in agent["spec"]["nodeSelector"]["matchExpressions"]}
-    assert server_keys["node-role.kubernetes.io/control-plane"] == "In"
-    assert agent_keys["node-role.kubernetes.io/control-plane"] == "DoesNotExist"
 
 
 @needs_kubectl
