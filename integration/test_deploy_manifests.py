@@ -3,6 +3,7 @@ the kustomize output is what we mean to ship, and the RBAC is exactly what
 `hoist prepare` uses (checked against the requests it makes to the fake server)."""
 
 import copy
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -232,7 +233,7 @@ def test_the_server_plan_tolerates_the_control_plane_taints(rendered):
     assert not tolerates(tolerations, {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"})
 
 
-# ------------------------------------------------------------------ exclusive
+# ------------------------------------------------------------------ exclusive, and the time budget
 
 def option(args, name):
     """The value of `--name=V` or `--name V` in a container's args, or None;
@@ -258,6 +259,80 @@ def test_plans_that_restart_k3s_or_reboot_are_exclusive(rendered):
         # Two of them never run on one node at once: SUC's anti-affinity between exclusive Jobs.
         assert plan["spec"].get("exclusive", False) == (restarts or reboots), name
     assert exclusive == {"k3s-server", "k3s-agent", "os-tree"}
+
+
+def seconds(duration):
+    """drain.timeout as SUC passes it to kubectl: an integer is nanoseconds, a
+    string a Go duration (300s, 5m, 1h30m)."""
+    if isinstance(duration, int):
+        return duration / 1e9
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, f"not a Go duration: {duration!r}"
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+# What no option of the Plan bounds, per pod: image pulls, container starts,
+# the cordon, hoist's own work on the payload.
+SPARE = 120
+# A rebooting Plan: shutdown, boot and the kubelet starting the Job's next pod.
+BOOT = 300
+
+
+def budget(plan):
+    """The seconds a Plan's Job may need at worst, from its own settings; each
+    wait must be stated in the Plan, not left to a default the Plan cannot see."""
+    spec = plan["spec"]
+    name = plan["metadata"]["name"]
+    parts = {"spare": SPARE}
+    if "prepare" in spec:
+        timeout = option(spec["prepare"]["args"], "--timeout")
+        assert timeout is not None, f"{name}: prepare without --timeout waits its default, whatever the deadline"
+        parts["prepare"] = float(timeout)
+    if "drain" in spec:
+        assert "timeout" in spec["drain"], f"{name}: kubectl drain without --timeout waits forever on a PDB"
+        parts["drain"] = seconds(spec["drain"]["timeout"])
+    args = spec["upgrade"]["args"]
+    lock = option(args, "--lock-timeout")
+    assert lock is not None, f"{name}: no --lock-timeout"
+    parts["lock"] = float(lock)
+    # Each --restart unit, and systemd-sysext's reload after a sysext component.
+    units = sum(1 for a in args if a == "--restart" or a.startswith("--restart="))
+    units += spec["upgrade"]["image"] == "localhost/hoist-sysext"
+    if units:
+        restart = option(args, "--restart-timeout")
+        assert restart is not None, f"{name}: no --restart-timeout"
+        parts["restart"] = units * float(restart)
+    if option(args, "--reboot") not in (None, "never"):
+        reboot = option(args, "--reboot-timeout")
+        assert reboot is not None, f"{name}: no --reboot-timeout"
+        # The pod that reboots, the boot, then the Job's next pod, which runs
+        # every container again and finds the version current.
+        parts.update(reboot=float(reboot), boot=BOOT, rerun=sum(parts.values()))
+    return sum(parts.values()), parts
+
+
+def test_the_time_budget_adds_up(rendered):
+    for name, plan in plans_of(rendered).items():
+        deadline = plan["spec"].get("jobActiveDeadlineSecs")
+        # Unset means SUC's controller default, which the Plan cannot see; 0 means no deadline.
+        assert deadline and deadline > 0, name
+        total, parts = budget(plan)
+        assert total <= deadline, f"{name}: {parts} add up to {total} s, over its deadline of {deadline} s"
+        if "prepare" in parts:
+            # prepare's --timeout is what the deadline leaves: a prepare that
+            # succeeds at the last moment still leaves drain and upgrade their time.
+            assert total == deadline, f"{name}: prepare --timeout should be {deadline - (total - parts['prepare'])}"
+    plans = plans_of(rendered)
+    assert budget(plans["k3s-agent"])[1] == {"spare": 120, "prepare": 1200, "drain": 300, "lock": 60, "restart": 120}
+    assert budget(plans["os-tree"])[0] == 1560
+
+
+def test_no_comment_says_skip_wait_for_delete_timeout_bounds_evictions():
+    # kubectl's --skip-wait-for-delete-timeout skips pods deleted long ago; it
+    # bounds no eviction (drain.timeout does).
+    for path in DEPLOY.rglob("*.yaml"):
+        assert "PodDisruptionBudgets for up to" not in path.read_text(), path
 
 
 def test_the_agent_plan_prepares_by_waiting_for_the_server_plan(rendered):

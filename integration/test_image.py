@@ -580,7 +580,7 @@ def test_the_agent_plans_prepare_container_waits_for_the_server_plan(plans, hois
     account = make_service_account(tmp_path / "sa", pki["ca"], "token-1", "system-upgrade")
     job = Job(agent, host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
               kubernetes=(server.host, server.port), service_account=account)
-    assert job.args("prepare") == ["prepare", "k3s-server", "--node-version=v1.30.1-k3s1"]
+    assert job.args("prepare") == ["prepare", "k3s-server", "--node-version=v1.30.1-k3s1", "--timeout=1200"]
     put_server_plan(cluster)
     pod = job.start("prepare")
     wait_for_watches(cluster, resource="nodes", timeout=60)
@@ -591,7 +591,7 @@ def test_the_agent_plans_prepare_container_waits_for_the_server_plan(plans, hois
     assert pod.returncode == 0, pod
     # In-cluster: the API server from the env, the namespace from the service account.
     assert f"waiting for plan 'k3s-server' in namespace 'system-upgrade' on '{server.host}:{server.port}' " \
-           "(timeout 840 s, kubelet version v1.30.1-k3s1)" in pod.stderr
+           "(timeout 1200 s, kubelet version v1.30.1-k3s1)" in pod.stderr
     assert "plan 'k3s-server' is complete" in pod.stderr
     assert "plan 'k3s-server': 3/3 nodes done at hash" in pod.stderr
     assert "token-1" not in pod.stderr + pod.stdout
