@@ -22,7 +22,11 @@ pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
 CRD = REPO.parent / "shared/reference/system-upgrade-controller/upgrade.cattle.io_plans.yaml"
+SUC_ROLES = REPO.parent / "shared/reference/system-upgrade-controller/clusterrole.yaml"
 OVERLAYS = ["k3s", "sysext", "tree"]
+EXPECTED_PLANS = {"k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-tools"}, "tree": {"os-tree"}}
+# SUC's namespace: its own manifests create it, the overlays use it.
+SUC_NAMESPACE = "system-upgrade"
 
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
 
@@ -69,12 +73,12 @@ def rendered():
     return {name: render(DEPLOY / name) for name in OVERLAYS}
 
 
-def base_docs():
-    """deploy/base's resources as its kustomization lists them, read without
-    kustomize (base has no transformations), so the RBAC checks run anywhere."""
-    kustomization = yaml.safe_load((DEPLOY / "base/kustomization.yaml").read_text())
-    return [doc for name in kustomization["resources"]
-            for doc in yaml.safe_load_all((DEPLOY / "base" / name).read_text()) if doc]
+def overlay_docs(name):
+    """An overlay's own resources as its kustomization lists them, read without
+    kustomize (the component only adds labels), so the RBAC checks run anywhere."""
+    kustomization = yaml.safe_load((DEPLOY / name / "kustomization.yaml").read_text())
+    return [doc for resource in kustomization["resources"]
+            for doc in yaml.safe_load_all((DEPLOY / name / resource).read_text()) if doc]
 
 
 def plan_files():
@@ -115,29 +119,60 @@ def plans_of(rendered):
 
 
 def test_rendered_output_is_what_we_ship(rendered, plan_schema):
-    expected_plans = {"k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-tools"}, "tree": {"os-tree"}}
-    base = sorted((d["kind"], d["metadata"]["name"]) for d in base_docs())
     for name, docs in rendered.items():
         kinds = by_kind(docs)
-        assert sorted((d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] != "Plan") == base
-        assert set(kinds["Plan"]) == expected_plans[name]
-        namespace = kinds["Namespace"]["system-upgrade"]
-        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-        assert set(kinds["ServiceAccount"]) == {"hoist"}
-        assert set(kinds["Role"]) == {"hoist-prepare"}
-        assert set(kinds["ClusterRole"]) == {"hoist-prepare-nodes", "hoist-cordon-drain"}
-        for binding in list(kinds["RoleBinding"].values()) + list(kinds["ClusterRoleBinding"].values()):
-            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "hoist", "namespace": "system-upgrade"}]
+        assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == \
+            sorted((d["kind"], d["metadata"]["name"]) for d in overlay_docs(name))
+        assert set(kinds["Plan"]) == EXPECTED_PLANS[name]
+        for binding in list(kinds.get("RoleBinding", {}).values()) + list(kinds.get("ClusterRoleBinding", {}).values()):
             ref = binding["roleRef"]
             assert ref["name"] in kinds[ref["kind"]]
+            for subject in binding["subjects"]:
+                assert subject["kind"] == "ServiceAccount" and subject["namespace"] == SUC_NAMESPACE
+                assert subject["name"] in kinds["ServiceAccount"]
         for plan in kinds["Plan"].values():
             jsonschema.validate(plan, plan_schema, cls=jsonschema.Draft7Validator)
-            assert plan["metadata"]["namespace"] == "system-upgrade"
-            assert plan["spec"]["serviceAccountName"] == "hoist"
+            assert plan["metadata"]["namespace"] == SUC_NAMESPACE
             assert plan["spec"]["upgrade"]["image"].startswith("localhost/hoist")
             # SUC appends the version as the tag of an untagged upgrade image.
             assert ":" not in plan["spec"]["upgrade"]["image"]
             assert plan["spec"]["upgrade"]["args"][0] == "upgrade"
+
+
+def test_no_overlay_declares_suc_namespace_and_the_component_adds_it(rendered, tmp_path):
+    # `kubectl delete -k deploy/k3s` deletes what the overlay declares: never
+    # SUC's namespace, and SUC in it.
+    for name, docs in rendered.items():
+        assert "Namespace" not in by_kind(docs), name
+        assert {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Plan", "ServiceAccount", "Role",
+                                                                             "RoleBinding")} == {SUC_NAMESPACE}
+    # A standalone install adds it with the optional component.
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("resources: [../deploy/k3s]\ncomponents: [../deploy/namespace]\n")
+    namespaces = by_kind(render(overlay))["Namespace"]
+    assert set(namespaces) == {SUC_NAMESPACE}
+    labels = namespaces[SUC_NAMESPACE]["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "privileged"
+    assert labels["app.kubernetes.io/name"] == "hoist"
+    assert labels["app.kubernetes.io/managed-by"] == "kustomize"
+
+
+def test_every_object_carries_the_app_labels(rendered):
+    for name, docs in rendered.items():
+        for doc in docs:
+            labels = doc["metadata"].get("labels", {})
+            assert labels.get("app.kubernetes.io/name") == "hoist", (name, doc["kind"], doc["metadata"]["name"])
+            assert labels.get("app.kubernetes.io/instance") == f"hoist-{name}", (name, doc["metadata"]["name"])
+            assert labels.get("app.kubernetes.io/managed-by") == "kustomize", (name, doc["metadata"]["name"])
+            # SUC copies a Plan's labels onto its Jobs, except cattle.io/ keys.
+            assert not [key for key in labels if "cattle.io/" in key]
+        # Labels, not selectors: kustomize must not have touched the nodeSelectors.
+        for plan in by_kind(docs)["Plan"].values():
+            source = by_kind(overlay_docs(name))["Plan"][plan["metadata"]["name"]]
+            assert plan["spec"]["nodeSelector"] == source["spec"]["nodeSelector"]
 
 
 # ------------------------------------------------------------------ which nodes, which taints
@@ -344,6 +379,8 @@ def test_the_agent_plan_prepares_by_waiting_for_the_server_plan(rendered):
     assert agent["spec"]["version"] == server["spec"]["version"]
 
 
+# ------------------------------------------------------------------ images
+
 @needs_kubectl
 def test_an_overlay_can_replace_the_image_placeholders(tmp_path):
     # kustomize loads nothing outside an overlay's root but directories beside it.
@@ -361,20 +398,22 @@ def test_an_overlay_can_replace_the_image_placeholders(tmp_path):
 
 # ------------------------------------------------------------------ RBAC
 
-def prepare_rules(docs):
-    """The rules granted to the hoist service account for prepare, in the shape
-    the fake server enforces: a Role's rules bound in its namespace, a
-    ClusterRole's bound cluster-wide. The drain role is not prepare's."""
+def account_rules(docs, account, purpose=None):
+    """The rules bound to a Plan's ServiceAccount, in the shape the fake server
+    enforces: a RoleBinding's rules in its namespace, a ClusterRoleBinding's
+    cluster-wide. With `purpose`, only the roles named for it (hoist-PLAN-prepare,
+    -drain, -cordon)."""
     kinds = by_kind(docs)
     rules = []
-    for binding in kinds.get("RoleBinding", {}).values():
-        for rule in kinds[binding["roleRef"]["kind"]][binding["roleRef"]["name"]]["rules"]:
-            rules.append(dict(rule, namespace=binding["metadata"]["namespace"]))
-    for binding in kinds.get("ClusterRoleBinding", {}).values():
-        if binding["roleRef"]["name"] == "hoist-cordon-drain":
-            continue
-        for rule in kinds["ClusterRole"][binding["roleRef"]["name"]]["rules"]:
-            rules.append(dict(rule, namespace=None))
+    for kind, namespaced in (("RoleBinding", True), ("ClusterRoleBinding", False)):
+        for binding in kinds.get(kind, {}).values():
+            if {"kind": "ServiceAccount", "name": account, "namespace": SUC_NAMESPACE} not in binding["subjects"]:
+                continue
+            ref = binding["roleRef"]
+            if purpose and not ref["name"].endswith("-" + purpose):
+                continue
+            namespace = binding["metadata"]["namespace"] if namespaced else None
+            rules += [dict(rule, namespace=namespace) for rule in kinds[ref["kind"]][ref["name"]]["rules"]]
     return rules
 
 
@@ -382,6 +421,46 @@ def granted(rules):
     return {(verb, group, resource, rule["namespace"])
             for rule in rules for verb in rule["verbs"] for group in rule["apiGroups"]
             for resource in rule["resources"]}
+
+
+# What each part of a Job does with the API as the Plan's account: `hoist
+# prepare` (checked against its real requests below), and SUC's init
+# containers running `kubectl cordon` or `kubectl drain`.
+PREPARE_NEEDS = {("list", "upgrade.cattle.io", "plans", SUC_NAMESPACE),
+                 ("watch", "upgrade.cattle.io", "plans", SUC_NAMESPACE),
+                 ("list", "", "nodes", None), ("watch", "", "nodes", None)}
+CORDON_NEEDS = {("get", "", "nodes", None), ("patch", "", "nodes", None)}
+DRAIN_NEEDS = CORDON_NEEDS | {("get", "", "pods", None), ("list", "", "pods", None), ("delete", "", "pods", None),
+                              ("create", "", "pods/eviction", None)} | \
+    {(verb, "apps", resource, None) for verb in ("get", "list")
+     for resource in ("statefulsets", "daemonsets", "replicasets")}
+
+
+def test_each_plan_runs_as_its_own_account_with_only_what_it_needs(rendered):
+    accounts = set()
+    for name, docs in rendered.items():
+        kinds = by_kind(docs)
+        for plan_name, plan in kinds["Plan"].items():
+            spec = plan["spec"]
+            account = spec["serviceAccountName"]
+            assert account == f"hoist-{plan_name}"
+            assert account in kinds["ServiceAccount"]
+            accounts.add(account)
+            needs = set()
+            if "prepare" in spec and spec["prepare"]["args"][0] == "prepare":
+                needs |= PREPARE_NEEDS
+            if "drain" in spec:
+                needs |= DRAIN_NEEDS
+            elif spec.get("cordon"):
+                needs |= CORDON_NEEDS
+            assert granted(account_rules(docs, account)) == needs, plan_name
+        # No account that no Plan runs as.
+        assert set(kinds["ServiceAccount"]) == {p["spec"]["serviceAccountName"] for p in kinds["Plan"].values()}
+    assert len(accounts) == sum(len(plans) for plans in EXPECTED_PLANS.values())
+
+
+def agent_prepare_rules():
+    return account_rules(overlay_docs("k3s"), "hoist-k3s-agent", "prepare")
 
 
 def run_prepare_with_rbac(cluster, pki, tmp_path, rules):
@@ -397,22 +476,20 @@ def run_prepare_with_rbac(cluster, pki, tmp_path, rules):
 
 
 def test_the_rbac_we_ship_is_exactly_what_prepare_uses(cluster, pki, tmp_path):
-    rules = prepare_rules(base_docs())
+    rules = agent_prepare_rules()
     code, prepare = run_prepare_with_rbac(cluster, pki, tmp_path, rules)
     assert code == 0, prepare.stderr
     assert not [r for r in cluster.requests if r.get("status") == 403]
     used = {(r["verb"], r["group"], r["resource"], r["namespace"] or None) for r in cluster.requests}
     assert used == granted(rules)
-    assert used == {("list", "upgrade.cattle.io", "plans", NAMESPACE),
-                    ("watch", "upgrade.cattle.io", "plans", NAMESPACE),
-                    ("list", "", "nodes", None), ("watch", "", "nodes", None)}
+    assert used == PREPARE_NEEDS
 
 
 @pytest.mark.parametrize("dropped", [("list", "plans"), ("watch", "plans"), ("list", "nodes"), ("watch", "nodes")],
                          ids=lambda d: "-".join(d))
 def test_prepare_fails_without_any_one_of_its_rules(cluster, pki, tmp_path, dropped):
     rules = []
-    for rule in prepare_rules(base_docs()):
+    for rule in agent_prepare_rules():
         if dropped[1] in rule["resources"]:
             rule = dict(rule, verbs=[v for v in rule["verbs"] if v != dropped[0]])
         rules.append(rule)
@@ -421,12 +498,14 @@ def test_prepare_fails_without_any_one_of_its_rules(cluster, pki, tmp_path, drop
     assert f"403 Forbidden (RBAC must allow verb '{dropped[0]}' on resource '{dropped[1]}'" in prepare.stderr
 
 
-def test_the_drain_role_stays_within_suc_own_drainer_role():
-    reference = REPO.parent / "shared/reference/system-upgrade-controller/clusterrole.yaml"
-    if not reference.exists():
+def test_the_drain_roles_stay_within_suc_own_drainer_role():
+    if not SUC_ROLES.exists():
         pytest.skip("SUC's clusterrole.yaml not found")
-    theirs = by_kind([d for d in yaml.safe_load_all(reference.read_text()) if d])["ClusterRole"]
+    theirs = by_kind([d for d in yaml.safe_load_all(SUC_ROLES.read_text()) if d])["ClusterRole"]
     allowed = granted([dict(r, namespace=None) for r in theirs["system-upgrade-controller-drainer"]["rules"]])
-    drain_role = by_kind(base_docs())["ClusterRole"]["hoist-cordon-drain"]
-    ours = granted([dict(r, namespace=None) for r in drain_role["rules"]])
-    assert ours <= allowed
+    assert DRAIN_NEEDS <= allowed
+    drain_roles = {name: role for overlay in OVERLAYS for name, role in
+                   by_kind(overlay_docs(overlay)).get("ClusterRole", {}).items() if name.endswith("-drain")}
+    assert set(drain_roles) == {"hoist-k3s-agent-drain", "hoist-os-tree-drain"}
+    for role in drain_roles.values():
+        assert granted([dict(r, namespace=None) for r in role["rules"]]) == DRAIN_NEEDS
