@@ -27,6 +27,9 @@ OVERLAYS = ["k3s", "sysext", "tree"]
 EXPECTED_PLANS = {"k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-tools"}, "tree": {"os-tree"}}
 # SUC's namespace: its own manifests create it, the overlays use it.
 SUC_NAMESPACE = "system-upgrade"
+PROJECT_VERSION = re.search(r"^project\(hoist VERSION (\S+?)[ )]", (REPO / "CMakeLists.txt").read_text(), re.M)[1]
+# hoist's own image, as scripts/image tags it.
+HOIST_IMAGE = f"localhost/hoist:v{PROJECT_VERSION}"
 
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
 
@@ -375,11 +378,31 @@ def test_the_agent_plan_prepares_by_waiting_for_the_server_plan(rendered):
     server, agent = plans["k3s-server"], plans["k3s-agent"]
     assert agent["spec"]["prepare"]["args"][:2] == ["prepare", "k3s-server"]
     assert "--node-version=$(SYSTEM_UPGRADE_PLAN_LATEST_VERSION)" in agent["spec"]["prepare"]["args"]
-    assert agent["spec"]["prepare"]["image"] == "localhost/hoist:latest"
     assert agent["spec"]["version"] == server["spec"]["version"]
 
 
 # ------------------------------------------------------------------ images
+
+def test_hoist_image_is_the_version_tag_everywhere(rendered):
+    # A version tag, never :latest: a Job that runs :latest runs whatever was pushed last.
+    for docs in rendered.values():
+        for plan in by_kind(docs)["Plan"].values():
+            for container in ("prepare", "upgrade"):
+                if container in plan["spec"]:
+                    assert not plan["spec"][container]["image"].endswith(":latest")
+    assert plans_of(rendered)["k3s-agent"]["spec"]["prepare"]["image"] == HOIST_IMAGE
+    # scripts/image tags v<version> (CMakeLists.txt's) and nothing else.
+    script = (REPO / "scripts/image").read_text()
+    assert re.search(r'^tag=v\$version$', script, re.M)
+    assert not re.search(r'--tag "\$image:(latest|\$version)"', script)
+    # README and the kustomization's example name hoist's image by the same tag.
+    mentions = re.findall(r"(?:localhost|registry\.example)/hoist:([\w.+-]+)",
+                          (REPO / "README.md").read_text() + (DEPLOY / "k3s/kustomization.yaml").read_text())
+    assert mentions and set(mentions) == {f"v{PROJECT_VERSION}"}, mentions
+    example = re.search(r"name: localhost/hoist\s.*\n.*\n\s*#\s*newTag: (\S+)",
+                        (DEPLOY / "k3s/kustomization.yaml").read_text())
+    assert example and example[1] == f"v{PROJECT_VERSION}"
+
 
 @needs_kubectl
 def test_an_overlay_can_replace_the_image_placeholders(tmp_path):
@@ -389,10 +412,10 @@ def test_an_overlay_can_replace_the_image_placeholders(tmp_path):
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
         "resources: [../deploy/k3s]\n"
-        "images:\n- {name: localhost/hoist, newName: registry.example/hoist, newTag: v0.1.0}\n"
+        "images:\n- {name: localhost/hoist, newName: registry.example/hoist, newTag: v0.2.0}\n"
         "- {name: localhost/hoist-k3s, newName: registry.example/hoist-k3s}\n")
     plans = by_kind(render(overlay))["Plan"]
-    assert plans["k3s-agent"]["spec"]["prepare"]["image"] == "registry.example/hoist:v0.1.0"
+    assert plans["k3s-agent"]["spec"]["prepare"]["image"] == "registry.example/hoist:v0.2.0"
     assert {p["spec"]["upgrade"]["image"] for p in plans.values()} == {"registry.example/hoist-k3s"}
 
 

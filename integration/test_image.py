@@ -576,7 +576,7 @@ def test_a_sysext_for_another_os_is_refused(plans, payloads, host_root, tmp_path
 def test_the_agent_plans_prepare_container_waits_for_the_server_plan(plans, hoist_image, cluster, server, pki,
                                                                     host_root, tmp_path):
     agent = plans["k3s-agent"]
-    assert agent["spec"]["prepare"]["image"] == "localhost/hoist:latest"
+    assert agent["spec"]["prepare"]["image"] == hoist_image  # scripts/image's tag, v<version>
     account = make_service_account(tmp_path / "sa", pki["ca"], "token-1", "system-upgrade")
     job = Job(agent, host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
               kubernetes=(server.host, server.port), service_account=account)
@@ -681,7 +681,7 @@ def test_rollback_of_a_k3s_plan_through_the_image_restarts_k3s(plans, payloads, 
     # The README's one-off rollback Plan: hoist's own image, tagged, no payload.
     rollback_plan = {"metadata": {"name": "k3s-rollback", "namespace": "system-upgrade"},
                      "spec": {"version": K3S_V1, "serviceAccountName": "hoist",
-                              "upgrade": {"image": "localhost/hoist:latest",
+                              "upgrade": {"image": hoist_image,
                                           "args": ["rollback", "--component=k3s", "--restart=k3s.service"]}}}
     back = Job(rollback_plan, host_root, tmp_path / "rollback", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]})
     assert back.image("upgrade") == hoist_image
