@@ -14,8 +14,10 @@ import pytest
 pytest.register_assert_rewrite("prepare_harness")  # before its import: it is also a plugin
 import yaml
 
-from fake_apiserver import FakeApiServer, write_kubeconfig
+from conftest import run_hoist
+from fake_apiserver import Cluster, FakeApiServer, munge, write_kubeconfig
 from prepare_harness import NAMESPACE, SERVER_PLAN, put_server_plan, start_prepare, suc
+from suc_emulator import SucEmulator
 
 pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster
 
@@ -519,6 +521,51 @@ def test_prepare_fails_without_any_one_of_its_rules(cluster, pki, tmp_path, drop
     code, prepare = run_prepare_with_rbac(cluster, pki, tmp_path, rules)
     assert code == 1
     assert f"403 Forbidden (RBAC must allow verb '{dropped[0]}' on resource '{dropped[1]}'" in prepare.stderr
+
+
+def test_the_agent_plans_own_prepare_step_waits_for_the_shipped_server_plan(pki, tmp_path, rendered):
+    """The k3s Plans as shipped, through the binary: the agent Plan's prepare
+    arguments ($(SYSTEM_UPGRADE_PLAN_LATEST_VERSION) expanded as the kubelet
+    does), with only its account's prepare rights, waiting for the server
+    Plan as rendered, whose opt-in selector leaves out the servers that did
+    not opt in."""
+    plans = plans_of(rendered)
+    server_plan, agent = plans["k3s-server"], plans["k3s-agent"]
+    cluster = Cluster(tokens=("token-1",))
+    cluster.bookmark_interval = 1.0
+    for name in ("s1", "s2"):
+        cluster.add_node(name, {"node-role.kubernetes.io/control-plane": "true", "k3s-upgrade": "true"})
+    cluster.add_node("s3", {"node-role.kubernetes.io/control-plane": "true"})
+    cluster.add_node("s4", {"node-role.kubernetes.io/control-plane": "true", "k3s-upgrade": "disabled"})
+    cluster.add_node("a1", {"k3s-upgrade": "true"})
+    cluster.rbac = agent_prepare_rules()
+    version = munge(agent["spec"]["version"])
+    args = [arg.replace("$(SYSTEM_UPGRADE_PLAN_LATEST_VERSION)", version) for arg in agent["spec"]["prepare"]["args"]]
+    assert args[0] == "prepare"
+    with FakeApiServer(cluster, pki) as server:
+        config = write_kubeconfig(tmp_path / "kc", server.url, pki["ca"], token="token-1", namespace=NAMESPACE)
+        cluster.put_plan("k3s-server", SUC_NAMESPACE, server_plan["spec"])
+        emulator = SucEmulator(cluster, "k3s-server", SUC_NAMESPACE, concurrency=server_plan["spec"]["concurrency"],
+                               job_seconds=0.2).start(delay=0.5)
+        prepare = start_prepare(*args[1:], kubeconfig=config)
+        code = prepare.wait(timeout=60)
+        emulator.join()
+    assert code == 0, prepare.stderr
+    assert not [r for r in cluster.requests if r.get("status") == 403]
+    assert f"(timeout {option(args, '--timeout')} s, kubelet version {version})" in prepare.stderr
+    assert "plan 'k3s-server': 2/2 nodes done at hash" in prepare.stderr
+    # s3 and s4 did not opt in: neither SUC nor prepare touched or waited for them.
+    assert sorted(emulator.labeled_at) == ["s1", "s2"]
+
+
+def test_the_plans_upgrade_arguments_are_hoists(rendered, host_root):
+    # Every option a Plan passes parses: the run gets as far as reading the
+    # payload manifest, which only the payload image has.
+    for name, plan in plans_of(rendered).items():
+        result = run_hoist("--host-root", host_root, *plan["spec"]["upgrade"]["args"])
+        assert "Run 'hoist --help'" not in result.stderr, (name, result)
+        assert "/payload/hoist.json" in result.stderr, (name, result)
+        assert result.returncode == 2, (name, result)
 
 
 def test_the_drain_roles_stay_within_suc_own_drainer_role():
