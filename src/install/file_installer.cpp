@@ -1,4 +1,4 @@
-// The file kind (DESIGN.md): each version's copy under the state directory, the
+// The file kind (ARCHITECTURE.md, "On-host layout"): each version's copy under the state directory, the
 // file's own host path a symlink to the current copy.
 //
 //   <state>/<component>/v1.30.1+k3s1/k3s      a complete version (only ever made by a rename)

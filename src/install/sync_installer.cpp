@@ -1,4 +1,4 @@
-// The sync kind (DESIGN.md): the payload synced into the destination in place,
+// The sync kind (ARCHITECTURE.md, "On-host layout"): the payload synced into the destination in place,
 // rsync -aHAX --delete style, by sync_tree(); every entry it replaces or
 // deletes is kept in a backup beside the destination, on the same filesystem,
 // so that one rollback (restore_sync_backup) can undo the last sync.

@@ -1,4 +1,4 @@
-// The sysext kind (DESIGN.md): each version of a system extension image under
+// The sysext kind (ARCHITECTURE.md, "On-host layout"): each version of a system extension image under
 // the state directory, the image's name in /etc/extensions a link to the
 // current one, and systemd-sysext refreshed after the switch (HostSteps).
 //

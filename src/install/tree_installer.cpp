@@ -1,4 +1,4 @@
-// The tree kind (DESIGN.md): versions side by side under the destination, the
+// The tree kind (ARCHITECTURE.md, "On-host layout"): versions side by side under the destination, the
 // k3OS layout, switched by the `current` symlink.
 //
 //   <dest>/v1.30.0/            a complete version (only ever made by a rename)

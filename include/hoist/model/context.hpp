@@ -11,7 +11,7 @@ namespace hoist {
 
 enum class LogFormat { text, json };
 
-/// The options every command shares (DESIGN.md, "Commands").
+/// The options every command shares (README.md, "The command line").
 struct GlobalOptions {
   std::string host_root;  ///< empty: /host when it exists, else /
   std::string state_dir = "/var/lib/hoist";

@@ -14,7 +14,7 @@ using Environment = std::map<std::string, std::string>;
 /// The environment of this process.
 Environment process_environment();
 
-/// Everything system-upgrade-controller gives a Job's container (DESIGN.md,
+/// Everything system-upgrade-controller gives a Job's container (ARCHITECTURE.md,
 /// "The SUC contract"), read in one place so every command sees the same facts.
 /// Outside a Job (a manual run) the fields are simply empty.
 struct SucContext {

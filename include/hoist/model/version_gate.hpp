@@ -31,7 +31,7 @@ struct Gate {
   }
 };
 
-/// The gate of DESIGN.md, step 4: same version and intact → unchanged; older →
+/// The version gate (ARCHITECTURE.md, "The run"): same version and intact → unchanged; older →
 /// refused unless allowed; else install. `installed` is the current version
 /// (none before the first install); `integrity` is looked at only when it
 /// equals `target`.

@@ -65,7 +65,7 @@ struct UpgradeOptions {
   unsigned threads = 0;
 };
 
-/// `hoist upgrade`, DESIGN.md's run order: lock, state and gate (one gate for
+/// `hoist upgrade` in the run's order (ARCHITECTURE.md, "The run"): lock, state and gate (one gate for
 /// all components: one refusal refuses the run), verification of every payload
 /// that is to be installed, then staging of all, then the switches, then the
 /// state, the garbage collection (--keep) and the after_switch hook. A failure

@@ -1,6 +1,6 @@
 #pragma once
 
-/// The process exit codes of DESIGN.md. They are a contract with SUC, Plans and
+/// The process exit codes (README.md, "Exit codes"). They are a contract with SUC, Plans and
 /// scripts: never renumber them.
 namespace hoist {
 
