@@ -35,7 +35,7 @@ class PrepareCommand final : public Command {
     sub->add_option("PLAN", m_plan, "the Plan to wait for")->required();
     sub->add_option("--namespace", m_namespace, "the Plan's namespace (default: the service account's)");
     sub->add_option("--timeout", m_timeout_seconds,
-                    "seconds to wait before failing; keep it under the Job's deadline (SUC's default: 900)")
+                    "seconds to wait before failing: the Plan's jobActiveDeadlineSecs less the drain and the upgrade")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     sub->add_option("--kubeconfig", m_kubeconfig,

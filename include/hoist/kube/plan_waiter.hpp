@@ -14,8 +14,9 @@ namespace hoist {
 struct PlanWaitOptions {
   std::string plan;
   std::string namespace_;
-  /// Under SUC's default Job deadline (900 s), so prepare fails with a message
-  /// that names the missing nodes rather than being killed without one.
+  /// Under the 900 s Job deadline of SUC's stock ConfigMap (its code's own default is 600 s, so a Plan passes
+  /// --timeout derived from its jobActiveDeadlineSecs), so that prepare fails with a message that names the
+  /// missing nodes rather than being killed without one.
   std::chrono::milliseconds timeout{std::chrono::seconds(840)};
   std::optional<std::string> node_version;  ///< kubelet version the selected nodes must report
   MirrorTiming timing;
