@@ -170,6 +170,25 @@ def test_a_tar_zst_payload_keeps_every_kind_of_metadata(host_root, source, tmp_p
     check_exact(source, host_root / "opt/app/1.0.0")
 
 
+def file_metadata(path):
+    st = os.lstat(path)
+    xattrs = {name: os.getxattr(path, name, follow_symlinks=False) for name in os.listxattr(path, follow_symlinks=False)}
+    return {"mode": oct(st.st_mode), "uid": st.st_uid, "gid": st.st_gid, "mtime_ns": st.st_mtime_ns, "xattrs": xattrs,
+            "bytes": path.read_bytes()}
+
+
+def test_a_file_upgrade_keeps_the_file_s_capability_acl_and_label(host_root, source):
+    # A binary with setuid, security.capability and a SELinux label, and a config file with an access ACL and
+    # user/trusted xattrs: the kept copy that the host's link names is the payload's file, metadata and all.
+    for name, relpath in (("tool", "bin/tool"), ("acl", "etc/acl"), ("conf", "etc/conf")):
+        upgrade(host_root, "--component", name, "--kind", "file", "--source", source / relpath,
+                "--destination", f"/usr/local/bin/{name}", "--version", "1.0.0", check=0)
+        kept = host_root / f"var/lib/hoist/{name}/1.0.0/{name}"
+        assert os.readlink(host_root / f"usr/local/bin/{name}") == f"/var/lib/hoist/{name}/1.0.0/{name}"
+        assert file_metadata(kept) == file_metadata(source / relpath), name
+    assert os.getxattr(host_root / "var/lib/hoist/tool/1.0.0/tool", "security.capability") == CAPABILITY
+
+
 def pax_archive_with_acl(path, acl_text):
     """A pax tar of one file whose access ACL is `acl_text` (SCHILY.acl.access, as GNU tar and star write it)."""
     data = b"with an ACL\n"

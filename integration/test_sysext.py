@@ -77,6 +77,23 @@ def test_an_image_is_kept_under_the_state_dir_linked_and_sysext_refreshed(host_r
     assert len(systemd.called("ReloadOrRestartUnit")) == 1
 
 
+def test_the_kept_image_has_the_payload_s_owner_mode_mtime_and_xattrs(host_root, tmp_path, system_bus):
+    needs_loop()
+    system_bus.start("systemd_manager")
+    image = squashfs(tmp_path, "v1", MATCH)
+    os.chown(image, 0, 0)
+    os.chmod(image, 0o444)
+    os.setxattr(image, "user.origin", b"release-pipeline")
+    os.setxattr(image, "trusted.hoist", b"\x00\x01")
+    os.utime(image, ns=(1_600_000_000_123_456_789, 1_600_000_000_123_456_789))
+    upgrade(host_root, *sysext_args(image, "1.0"), check=0)
+    kept = host_root / STATE / "tools-1.0.raw"
+    st, source = os.lstat(kept), os.lstat(image)
+    assert (oct(st.st_mode), st.st_uid, st.st_mtime_ns) == (oct(source.st_mode), source.st_uid, source.st_mtime_ns)
+    assert {n: os.getxattr(kept, n) for n in os.listxattr(kept)} == \
+        {n: os.getxattr(image, n) for n in os.listxattr(image)}
+
+
 def test_upgrade_then_rollback_re_points_the_link_and_refreshes_each_time(host_root, tmp_path, system_bus):
     needs_loop()
     systemd = system_bus.start("systemd_manager")

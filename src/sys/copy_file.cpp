@@ -4,10 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 
 #include "hoist/sys/file_copy.hpp"
+#include "hoist/sys/metadata.hpp"
 #include "hoist/util/fd.hpp"
 
 namespace hoist {
@@ -39,16 +39,17 @@ Expected<uint64_t> copy_file_to(int source, int dirfd, const std::string& name, 
   if (!written) {
     return fail(written.error());
   }
-  // chown before chmod: chown clears setuid and setgid bits.
-  if (::fchown(target.get(), st.st_uid, st.st_gid) != 0 && errno != EPERM) {
-    return fail(sys_error("set the owner of '" + std::string(display) + "'"));
+  // The metadata as the tree kind writes it (owner, xattrs with ACLs and security.capability, mode, mtime, in
+  // the order that keeps them all): a file payload is a binary as often as not, and its capabilities are part
+  // of what it is. Reconciled, because the new inode may already carry a default ACL or an LSM label.
+  auto xattrs = read_xattrs(NodeRef{.fd = source}, "the source of '" + std::string(display) + "'");
+  if (!xattrs) {
+    return fail(xattrs.error());
   }
-  if (::fchmod(target.get(), st.st_mode & 07777) != 0) {
-    return fail(sys_error("set the mode of '" + std::string(display) + "'"));
-  }
-  const std::array<timespec, 2> times{st.st_atim, st.st_mtim};
-  if (::futimens(target.get(), times.data()) != 0) {
-    return fail(sys_error("set the times of '" + std::string(display) + "'"));
+  const NodeRef node{.dirfd = dirfd, .name = name.c_str(), .fd = target.get()};
+  if (auto applied = apply_metadata(node, NodeMeta::from_stat(st), *xattrs, ExistingXattrs::reconcile, display);
+      !applied) {
+    return fail(applied.error());
   }
   if (::fsync(target.get()) != 0) {
     return fail(sys_error("fsync '" + std::string(display) + "'"));

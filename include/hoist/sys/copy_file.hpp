@@ -10,8 +10,8 @@
 namespace hoist {
 
 /// Copies the regular file open at `source` (from offset 0) to a new file
-/// `name` in directory `dirfd`, with the source's mode, numeric owner and
-/// mtime, and fsyncs it; the data goes through FileCopier (FICLONE, else
+/// `name` in directory `dirfd`, with the source's mode, numeric owner, mtime
+/// and xattrs (ACLs and security.capability too; apply_metadata()), and fsyncs it; the data goes through FileCopier (FICLONE, else
 /// copy_file_range, else sendfile, else read/write). `on_progress` (optional) gets the bytes
 /// copied so far. On error the new file is removed. `display` names the new
 /// file in errors. Returns the bytes written (0 when the data was cloned).
