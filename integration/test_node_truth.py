@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HOIST_BIN, run_recorded, tree_manifest
-from payloads import make_tree
+from payloads import host_read, make_tree, manifest_without, state_of, upgrade
 
 needs_namespace = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None
@@ -89,3 +89,117 @@ def test_a_container_marker_without_the_host_root_is_refused(tmp_path, host_root
     # An explicit --host-root is what the operator asked for.
     explicit = run_with_run_dir(tmp_path, {".containerenv": ""}, "status", "--host-root", host_root)
     assert explicit.returncode == 0, explicit
+
+
+# ---- --installed-version-from: what the k3s installer already put on the node -------------------------------
+
+FAKE_K3S = r'''
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+    printf("k3s version %s (6da14b51)\ngo version go1.22.8\n", VERSION);
+    return 0;
+  }
+  fprintf(stderr, "unexpected arguments\n");
+  return 2;
+}
+'''
+
+
+def fake_k3s(tmp_path, host_root, printed):
+    """A static stand-in for the k3s binary that the k3s installer put at /usr/local/bin/k3s: it prints
+    `printed` as `k3s --version` prints its version. Static, because it runs chrooted in the host root."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build a static stand-in for k3s")
+    source = tmp_path / "fake-k3s.c"
+    source.write_text(FAKE_K3S)
+    binary = host_root / "usr/local/bin/k3s"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    if binary.is_symlink() or binary.exists():
+        binary.unlink()
+    subprocess.run(["gcc", "-static", "-O1", f'-DVERSION="{printed}"', "-o", str(binary), str(source)],
+                   check=True, capture_output=True)
+    return binary
+
+
+def k3s_payload(tmp_path, version):
+    payload = tmp_path / f"payload-{version}/k3s"
+    payload.parent.mkdir(parents=True, exist_ok=True)
+    payload.write_bytes(f"k3s {version}\n".encode())
+    return payload
+
+
+def upgrade_k3s(host_root, tmp_path, version, *extra, check=None):
+    return upgrade(host_root, "--component", "k3s", "--kind", "file", "--source", k3s_payload(tmp_path, version),
+                   "--destination", "/usr/local/bin/k3s", "--version", version, "--version-scheme", "k3s", *extra,
+                   check=check)
+
+
+PROBE = ("--installed-version-from", "exec:--version")
+
+
+def test_a_payload_older_than_what_the_k3s_installer_put_there_is_refused(host_root, tmp_path):
+    fake_k3s(tmp_path, host_root, "v1.31.2+k3s1")
+    before = manifest_without(host_root, "run/hoist")
+    result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=3)
+    assert "k3s: refusing to downgrade from v1.31.2+k3s1 (what '/usr/local/bin/k3s --version' says) to " \
+           "v1.30.1+k3s1 (--allow-downgrade allows it)" in result.stderr
+    assert manifest_without(host_root, "run/hoist") == before
+    # The same version is nothing to do, and leaves no trace of hoist but the lock.
+    result = upgrade_k3s(host_root, tmp_path, "v1.31.2+k3s1", *PROBE, check=0)
+    assert "k3s: already at v1.31.2+k3s1 (what '/usr/local/bin/k3s --version' says), nothing to do" in result.stderr
+    assert manifest_without(host_root, "run/hoist") == before
+    assert not (host_root / "var/lib/hoist/k3s").exists()
+
+
+def test_a_newer_payload_upgrades_what_the_k3s_installer_put_there(host_root, tmp_path):
+    installed = fake_k3s(tmp_path, host_root, "v1.30.0+k3s1").read_bytes()
+    result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=0)
+    assert "k3s: v1.30.0+k3s1 (what '/usr/local/bin/k3s --version' says) -> v1.30.1+k3s1 (upgrade)" in result.stderr
+    assert host_read(host_root, "/usr/local/bin/k3s") == b"k3s v1.30.1+k3s1\n"
+    assert (host_root / "var/lib/hoist/k3s/pre-hoist/k3s").read_bytes() == installed
+
+
+def test_an_install_that_drifted_is_gated_on_what_the_host_runs(host_root, tmp_path):
+    fake_k3s(tmp_path, host_root, "v1.30.0+k3s1")
+    upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=0)
+    # The k3s installer, run by hand, replaced hoist's link with v1.31.2: the state still says v1.30.1.
+    fake_k3s(tmp_path, host_root, "v1.31.2+k3s1")
+    before = manifest_without(host_root, "run/hoist", "var/lib/hoist/k3s/state.json")
+    result = upgrade_k3s(host_root, tmp_path, "v1.30.2+k3s1", *PROBE, check=3)
+    assert "refusing to downgrade from v1.31.2+k3s1 (what '/usr/local/bin/k3s --version' says) to v1.30.2+k3s1" \
+        in result.stderr
+    assert manifest_without(host_root, "run/hoist", "var/lib/hoist/k3s/state.json") == before
+    assert state_of(host_root, "k3s")["current"] == "v1.30.1+k3s1"
+    # Without the flag the state alone decides: the older v1.30.2 replaces the newer k3s.
+    upgrade_k3s(host_root, tmp_path, "v1.30.2+k3s1", check=0)
+    assert host_read(host_root, "/usr/local/bin/k3s") == b"k3s v1.30.2+k3s1\n"
+
+
+def test_an_upgrade_that_skips_a_kubernetes_minor_is_refused_unless_allowed(host_root, tmp_path):
+    fake_k3s(tmp_path, host_root, "v1.29.3+k3s1")
+    before = manifest_without(host_root, "run/hoist")
+    result = upgrade_k3s(host_root, tmp_path, "v1.31.2+k3s1", *PROBE, check=3)
+    assert "k3s: refusing to skip a minor version from v1.29.3+k3s1 (what '/usr/local/bin/k3s --version' says) to " \
+           "v1.31.2+k3s1: Kubernetes upgrades one minor version at a time (--allow-minor-skip allows it)" \
+        in result.stderr
+    assert manifest_without(host_root, "run/hoist") == before
+    upgrade_k3s(host_root, tmp_path, "v1.30.6+k3s1", *PROBE, check=0)
+    upgrade_k3s(host_root, tmp_path, "v1.32.0+k3s1", check=3)  # from the state too
+    upgrade_k3s(host_root, tmp_path, "v1.32.0+k3s1", "--allow-minor-skip", check=0)
+    assert host_read(host_root, "/usr/local/bin/k3s") == b"k3s v1.32.0+k3s1\n"
+
+
+def test_a_version_probe_that_names_no_version_fails_the_run_and_changes_nothing(host_root, tmp_path):
+    fake_k3s(tmp_path, host_root, "unknown")
+    before = manifest_without(host_root, "run/hoist")
+    result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=1)
+    assert "k3s: cannot tell the installed version: '/usr/local/bin/k3s --version' printed no k3s version " \
+           "('k3s version unknown (6da14b51)\\ngo version go1.22.8\\n')" in result.stderr
+    result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", "--installed-version-from", "exec:--help", check=1)
+    assert "'/usr/local/bin/k3s --help' exited with status 2 ('unexpected arguments\\n')" in result.stderr
+    assert manifest_without(host_root, "run/hoist") == before
+    for bad, why in (("node", "expected exec:ARGS"), ("exec:", "exec: needs the arguments")):
+        result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", "--installed-version-from", bad, check=2)
+        assert f"invalid installed-version source '{bad}': " in result.stderr and why in result.stderr

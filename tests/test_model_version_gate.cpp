@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "hoist/model/component.hpp"
 #include "hoist/model/version_gate.hpp"
@@ -86,4 +88,51 @@ TEST_CASE("disagreeing or missing versions are usage errors naming the sources",
   CHECK(disagreement(VersionScheme::semver, {"1.2", "", ""}).ends_with("(--version)"));
   CHECK(disagreement(VersionScheme::systemd, {"previous", "", ""}) ==
         "version 'previous' cannot be used: hoist uses that name on the host");
+}
+
+TEST_CASE("under the k3s scheme an upgrade may not skip a Kubernetes minor version unless allowed", "[gate]") {
+  using hoist::AllowMinorSkip;
+  const auto gate = [](const char* from, const char* to, AllowMinorSkip allow) {
+    return decide_gate("k3s", k3s(from), Integrity::intact, k3s(to), AllowDowngrade::no, allow).decision;
+  };
+  CHECK(gate("v1.29.3+k3s1", "v1.30.0+k3s1", AllowMinorSkip::no) == GateDecision::install);
+  CHECK(gate("v1.29.3+k3s1", "v1.29.10+k3s2", AllowMinorSkip::no) == GateDecision::install);
+  CHECK(gate("v1.29.3+k3s1", "v1.31.0-rc1+k3s1", AllowMinorSkip::no) == GateDecision::refused);
+  CHECK(gate("1.29.3-k3s1", "v1.31.2-k3s1", AllowMinorSkip::no) == GateDecision::refused);
+  CHECK(gate("v1.31.2+k3s1", "v2.0.0+k3s1", AllowMinorSkip::no) == GateDecision::refused);
+  CHECK(gate("v1.29.3+k3s1", "v1.31.2+k3s1", AllowMinorSkip::yes) == GateDecision::install);
+  const auto refused = decide_gate("k3s", k3s("v1.29.3+k3s1"), Integrity::intact, k3s("v1.31.2+k3s1"),
+                                   AllowDowngrade::no, AllowMinorSkip::no, "what 'k3s --version' says");
+  CHECK(refused.message ==
+        "k3s: refusing to skip a minor version from v1.29.3+k3s1 (what 'k3s --version' says) to v1.31.2+k3s1: "
+        "Kubernetes upgrades one minor version at a time (--allow-minor-skip allows it)");
+  // Other schemes know no minor versions of Kubernetes.
+  const Version from = Version::parse(VersionScheme::semver, "1.29.0");
+  const Version to = Version::parse(VersionScheme::semver, "1.31.0");
+  CHECK(decide_gate("app", from, Integrity::intact, to, AllowDowngrade::no).decision == GateDecision::install);
+}
+
+TEST_CASE("the installed version is the first token of a program's output that parses under the scheme", "[gate]") {
+  using hoist::first_version_in;
+  CHECK(first_version_in("k3s version v1.31.2+k3s1 (6da14b51)\ngo version go1.22.8\n", VersionScheme::k3s)->text() ==
+        "v1.31.2+k3s1");
+  CHECK(first_version_in("rke2 version v1.30.4+rke2r1 (abc)\n", VersionScheme::k3s)->text() == "v1.30.4+rke2r1");
+  CHECK(first_version_in("tool\t1.2.3\r\n", VersionScheme::semver)->text() == "1.2.3");
+  CHECK_FALSE(first_version_in("k3s version unknown\n", VersionScheme::k3s));
+  CHECK_FALSE(first_version_in("", VersionScheme::k3s));
+}
+
+TEST_CASE("the installed-version source takes exec:ARGS and nothing else", "[gate]") {
+  using hoist::parse_installed_version_from;
+  CHECK(parse_installed_version_from("exec:--version").exec_args == std::vector<std::string>{"--version"});
+  CHECK(parse_installed_version_from("exec:version  --short").exec_args ==
+        std::vector<std::string>{"version", "--short"});
+  CHECK_THROWS_WITH(parse_installed_version_from("exec:"),
+                    "invalid installed-version source 'exec:': exec: needs the arguments that make the program print "
+                    "its version (e.g. exec:--version)");
+  CHECK_THROWS_WITH(parse_installed_version_from("node"),
+                    "invalid installed-version source 'node': expected exec:ARGS (the destination's file run with "
+                    "ARGS, e.g. exec:--version)");
+  CHECK_THROWS_WITH(parse_installed_version_from("exec:--version\n"),
+                    "invalid installed-version source 'exec:--version\\n': it contains control characters");
 }

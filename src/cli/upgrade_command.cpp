@@ -13,9 +13,19 @@ namespace hoist::cli {
 namespace {
 
 // The flags that describe one component; --manifest replaces all of them.
-constexpr const char* k_component_flags[] = {
-    "--component", "--kind",     "--source",     "--destination", "--version-scheme", "--allow-downgrade",
-    "--keep",      "--checksum", "--sha256sums", "--signature",   "--public-key"};
+constexpr const char* k_component_flags[] = {"--component",
+                                             "--kind",
+                                             "--source",
+                                             "--destination",
+                                             "--version-scheme",
+                                             "--allow-downgrade",
+                                             "--keep",
+                                             "--checksum",
+                                             "--sha256sums",
+                                             "--signature",
+                                             "--public-key",
+                                             "--installed-version-from",
+                                             "--allow-minor-skip"};
 
 // gzip's best is about 1000:1 and zstd's far more on zeros; real payloads (binaries, images, configs)
 // rarely pass 10:1.
@@ -32,6 +42,11 @@ class UpgradeCommand final : public Command {
     m_app->add_option("--version", m_version, "the version to install (default: SYSTEM_UPGRADE_PLAN_LATEST_VERSION)");
     m_app->add_option("--version-scheme", m_scheme, "semver, k3s or systemd")->default_str("semver");
     m_app->add_flag("--allow-downgrade", m_allow_downgrade, "install an older version than the current one");
+    m_app->add_option("--installed-version-from", m_installed_version_from,
+                      "exec:ARGS: with no state of hoist's, or one the host drifted from, ask the file at the "
+                      "destination (run with ARGS in the host root) what is installed");
+    m_app->add_flag("--allow-minor-skip", m_allow_minor_skip,
+                    "k3s scheme: allow an upgrade that skips a Kubernetes minor version");
     m_app->add_option("--keep", m_spec.keep, "versions kept on the host (never the current or previous)")
         ->check(CLI::PositiveNumber)
         ->default_str(std::to_string(k_default_keep));
@@ -92,6 +107,10 @@ class UpgradeCommand final : public Command {
       m_spec.kind = parse_component_kind(m_kind);
       m_spec.version_scheme = parse_version_scheme(m_scheme);
       m_spec.allow_downgrade = m_allow_downgrade ? AllowDowngrade::yes : AllowDowngrade::no;
+      m_spec.allow_minor_skip = m_allow_minor_skip ? AllowMinorSkip::yes : AllowMinorSkip::no;
+      if (m_app->count("--installed-version-from") > 0) {
+        m_spec.installed_version_from = parse_installed_version_from(m_installed_version_from);
+      }
       m_spec.compare = m_checksum ? Compare::checksum : Compare::quick;
       items.push_back(resolve_item(m_spec, VersionSources{m_version, env_version, ""}));
     }
@@ -113,6 +132,8 @@ class UpgradeCommand final : public Command {
   std::string m_version;
   std::string m_scheme = "semver";
   bool m_allow_downgrade = false;
+  bool m_allow_minor_skip = false;
+  std::string m_installed_version_from;
   bool m_checksum = false;
   bool m_dry_run = false;
   uint64_t m_max_unpacked_bytes = 0;

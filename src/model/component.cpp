@@ -50,6 +50,51 @@ std::string_view to_string(ComponentKind kind) {
   return "?";
 }
 
+InstalledVersionFrom parse_installed_version_from(std::string_view text) {
+  const std::string shown = "'" + escaped(text) + "'";
+  if (has_control_character(text)) {
+    throw UsageError("invalid installed-version source " + shown + ": it contains control characters");
+  }
+  constexpr std::string_view k_exec = "exec:";
+  if (!text.starts_with(k_exec)) {
+    throw UsageError("invalid installed-version source " + shown +
+                     ": expected exec:ARGS (the destination's file run with ARGS, e.g. exec:--version)");
+  }
+  InstalledVersionFrom from;
+  from.text = std::string(text);
+  std::string_view args = text.substr(k_exec.size());
+  while (!args.empty()) {
+    const size_t space = args.find(' ');
+    if (space != 0) {
+      from.exec_args.emplace_back(args.substr(0, space));
+    }
+    args = space == std::string_view::npos ? std::string_view() : args.substr(space + 1);
+  }
+  if (from.exec_args.empty()) {
+    // Run without arguments, k3s would start a server: the arguments that make it print its version are needed.
+    throw UsageError("invalid installed-version source " + shown +
+                     ": exec: needs the arguments that make the program print its version (e.g. exec:--version)");
+  }
+  return from;
+}
+
+std::optional<Version> first_version_in(std::string_view output, VersionScheme scheme) {
+  size_t at = 0;
+  while (at < output.size()) {
+    const size_t start = output.find_first_not_of(" \t\r\n", at);
+    if (start == std::string_view::npos) {
+      break;
+    }
+    const size_t end = std::min(output.find_first_of(" \t\r\n", start), output.size());
+    try {
+      return Version::parse(scheme, output.substr(start, end - start));
+    } catch (const UsageError&) {
+      at = end;
+    }
+  }
+  return std::nullopt;
+}
+
 void validate_spec(const ComponentSpec& spec, std::string_view where) {
   try {
     validate_component_name(spec.name);

@@ -230,7 +230,8 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     const std::string where = "$.components[" + std::to_string(i) + "]";
     const ObjectReader entry(components[i], where, file,
                              {"name", "kind", "source", "destination", "version", "version_scheme", "allow_downgrade",
-                              "keep", "checksum", "sha256sums", "signature", "public_key", "remount"});
+                              "keep", "checksum", "sha256sums", "signature", "public_key", "remount",
+                              "installed_version_from", "allow_minor_skip"});
     ComponentSpec spec;
     spec.name = entry.string("name", true);
     checked(entry, entry.at("name"), [&] {
@@ -259,6 +260,11 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       });
     }
     spec.allow_downgrade = entry.boolean("allow_downgrade") ? AllowDowngrade::yes : AllowDowngrade::no;
+    spec.allow_minor_skip = entry.boolean("allow_minor_skip") ? AllowMinorSkip::yes : AllowMinorSkip::no;
+    if (const std::string from = entry.string("installed_version_from", false); !from.empty()) {
+      spec.installed_version_from =
+          checked(entry, entry.at("installed_version_from"), [&] { return parse_installed_version_from(from); });
+    }
     spec.keep = entry.positive("keep").value_or(k_default_keep);
     spec.compare = entry.boolean("checksum") ? Compare::checksum : Compare::quick;
     spec.remount = entry.boolean("remount") ? Remount::yes : Remount::no;  // host integration: --remount for one

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "hoist/host/boot_id.hpp"
+#include "hoist/host/program_output.hpp"
 #include "hoist/host/host_steps.hpp"
 #include "hoist/host/interruption.hpp"
 #include "hoist/host/writable_mounts.hpp"
@@ -24,6 +25,7 @@
 #include "hoist/model/state_update.hpp"
 #include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 #include "hoist/verify/payload_verification.hpp"
 #include "hoist/verify/sysext_image.hpp"
 #include "run_lock.hpp"
@@ -48,6 +50,8 @@ struct Work {
   bool committed = false;
   /// This run confirmed the reboot an earlier run asked for: its last result says so, not "unchanged".
   bool reboot_settled = false;
+  /// Where `installed` came from when hoist's state did not say it (--installed-version-from), for messages.
+  std::string installed_from;
 
   [[nodiscard]] const std::string& name() const { return item.spec.name; }
   [[nodiscard]] std::string installed_text() const { return state ? state->current : std::string(); }
@@ -65,13 +69,63 @@ std::optional<Version> parse_installed(const ComponentState& state, VersionSchem
   }
 }
 
-void decide(Work& work, const Payload* payload_for_integrity) {
-  work.installed = work.state ? parse_installed(*work.state, work.item.spec.version_scheme) : std::nullopt;
+// A program's version output is a line or two; the bounds keep a wrong ARGS (a server that starts) harmless.
+constexpr std::chrono::seconds k_probe_timeout{10};
+constexpr size_t k_probe_output = 64 * 1024;
+
+// --installed-version-from: what the file at the destination says it is. None when there is no file (nothing
+// installed); an error when it runs but names no version, since then the gate cannot be trusted.
+std::optional<Version> probe_installed(const HostRoot& root, Work& work) {
+  const ComponentSpec& spec = work.item.spec;
+  const auto& args = spec.installed_version_from.exec_args;
+  std::string command = spec.destination;
+  for (const auto& arg : args) {
+    command += " " + arg;
+  }
+  command = "'" + escaped(command) + "'";
+  auto ran = run_in_host_root(root, spec.destination, args, k_probe_timeout, k_probe_output);
+  if (!ran) {
+    if (ran.error().errnum == ENOENT) {
+      return std::nullopt;
+    }
+    throw Failure(work.name() + ": cannot tell the installed version (--installed-version-from " +
+                  spec.installed_version_from.text + "): " + ran.error().message);
+  }
+  const std::string head = escaped(std::string_view(ran->output).substr(0, 200));
+  if (ran->exit_status != 0) {
+    throw Failure(work.name() + ": cannot tell the installed version: " + command + " exited with status " +
+                  std::to_string(ran->exit_status) + " ('" + head + "')");
+  }
+  auto version = first_version_in(ran->output, spec.version_scheme);
+  if (!version) {
+    throw Failure(work.name() + ": cannot tell the installed version: " + command + " printed no " +
+                  std::string(to_string(spec.version_scheme)) + " version ('" + head + "')");
+  }
+  work.installed_from = "what " + command + " says";
+  return version;
+}
+
+void decide(Work& work, const Payload* payload_for_integrity, const HostRoot& root) {
+  const ComponentSpec& spec = work.item.spec;
+  work.installed = work.state ? parse_installed(*work.state, spec.version_scheme) : std::nullopt;
+  work.installed_from.clear();
+  // hoist's own state is the truth while the host agrees with it. With no state (another installer put the
+  // component there) or when the host drifted from it (that installer ran again), the gate asks the host.
+  if (spec.installed_version_from.given() &&
+      (!work.installed || work.installer->integrity(work.state->current, nullptr) == Integrity::damaged)) {
+    if (auto probed = probe_installed(root, work)) {
+      spdlog::info("{}: {} is installed ({})", work.name(), probed->text(), work.installed_from);
+      work.installed = std::move(probed);
+    }
+  }
   Integrity integrity = Integrity::damaged;
   if (work.installed && *work.installed == work.item.target) {
-    integrity = work.installer->integrity(work.state->current, payload_for_integrity);
+    // A version another installer put there is whole as far as hoist can tell.
+    integrity = work.installed_from.empty() ? work.installer->integrity(work.state->current, payload_for_integrity)
+                                            : Integrity::intact;
   }
-  work.gate = decide_gate(work.name(), work.installed, integrity, work.item.target, work.item.spec.allow_downgrade);
+  work.gate = decide_gate(work.name(), work.installed, integrity, work.item.target, spec.allow_downgrade,
+                          spec.allow_minor_skip, work.installed_from);
 }
 
 // Records `outcome` for every component that has a state (or all, with
@@ -290,7 +344,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
 
   // One gate for the run: a refusal of any component refuses all of them.
   for (Work& work : works) {
-    decide(work, &work.item.payload);
+    decide(work, &work.item.payload, root);
     spdlog::info("gate: {}", work.gate.message);
   }
   for (const Work& work : works) {
@@ -310,7 +364,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       }
     } else {
       for (Work& work : works) {
-        if (!work.reboot_settled) {
+        // Without a state, hoist never installed it: the host stays exactly as another installer left it.
+        if (work.state && !work.reboot_settled) {
           set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text());
           store.save(*work.state);
         }
@@ -362,7 +417,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     for (Work& work : works) {
       if (work.installer->clean_leftovers(work.state ? &*work.state : nullptr)) {
         store.save(*work.state);
-        decide(work, &work.item.payload);
+        decide(work, &work.item.payload, root);
         if (work.gate.decision == GateDecision::refused) {
           throw Error(ExitCode::refused, work.gate.message);
         }
@@ -423,6 +478,9 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   for (Work& work : works) {
     ComponentOutcome outcome_of{work.name(), work.gate.decision, work.installed_text(), work.item.target.text(),
                                 work.stats};
+    if (!work.state && !work.gate.changes_host()) {
+      continue;  // at the target through another installer: nothing of hoist's to record
+    }
     ComponentState state = work.state ? *work.state : new_state(work.item.spec);
     if (work.gate.changes_host()) {
       record_switch(state, work.item.target.text(), work.installer->adopted_version());

@@ -1,8 +1,10 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hoist/model/remount.hpp"
 #include "hoist/model/version.hpp"
@@ -31,6 +33,26 @@ enum class AllowDowngrade { no, yes };
 
 /// One component to upgrade, as the user asked for it (flags or one manifest
 /// entry): checked for form, not yet against the host.
+/// Whether the version gate lets an upgrade skip a Kubernetes minor version (the k3s scheme: 1.29 to 1.31).
+enum class AllowMinorSkip { no, yes };
+
+/// `--installed-version-from` (the manifest's `installed_version_from`): where the gate learns what is installed
+/// when hoist's own state cannot tell, because there is none yet (the k3s installer put k3s there) or the install
+/// drifted from it (the installer ran again by hand).
+struct InstalledVersionFrom {
+  std::string text;                    ///< as given; empty: the state alone decides
+  std::vector<std::string> exec_args;  ///< `exec:ARGS`: the file at the destination is run with these arguments
+
+  [[nodiscard]] bool given() const { return !text.empty(); }
+};
+
+/// Parses `exec:ARGS` (ARGS split at spaces, at least one). Throws UsageError naming the text for anything else.
+InstalledVersionFrom parse_installed_version_from(std::string_view text);
+
+/// The first whitespace-separated token of `output` that is a valid version of `scheme` (`v1.31.2+k3s1` in
+/// `k3s version v1.31.2+k3s1 (6da14b51)`), or none.
+std::optional<Version> first_version_in(std::string_view output, VersionScheme scheme);
+
 struct ComponentSpec {
   std::string name;
   ComponentKind kind = ComponentKind::tree;
@@ -49,6 +71,8 @@ struct ComponentSpec {
   /// Host integration: make the mounts this component writes to writable for
   /// the run (the manifest's `remount`; `--remount` does it for every component).
   Remount remount = Remount::no;
+  InstalledVersionFrom installed_version_from;
+  AllowMinorSkip allow_minor_skip = AllowMinorSkip::no;
 };
 
 /// The default of `--keep`: versions kept on the host after an upgrade.

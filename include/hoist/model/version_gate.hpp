@@ -34,8 +34,11 @@ struct Gate {
 /// The version gate (ARCHITECTURE.md, "The run"): same version and intact → unchanged; older →
 /// refused unless allowed; else install. `installed` is the current version
 /// (none before the first install); `integrity` is looked at only when it
-/// equals `target`.
+/// equals `target`. Under the k3s scheme an upgrade that skips a minor version (1.29 to 1.31, or to another
+/// major) is refused too unless allowed: Kubernetes supports one minor at a time. `installed_from` says where
+/// `installed` came from when not from hoist's state ("what '/usr/local/bin/k3s --version' says"), for the message.
 Gate decide_gate(std::string_view component, const std::optional<Version>& installed, Integrity integrity,
-                 const Version& target, AllowDowngrade allow_downgrade);
+                 const Version& target, AllowDowngrade allow_downgrade,
+                 AllowMinorSkip allow_minor_skip = AllowMinorSkip::no, std::string_view installed_from = {});
 
 }  // namespace hoist
