@@ -3,6 +3,8 @@ gate; the manifest read strictly."""
 
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -221,3 +223,69 @@ def test_a_nul_in_a_state_file_is_corruption_named(host_root, tmp_path, manifest
     result = rollback(host_root, "--component", "app", check=1)
     assert "field 'destination' contains a NUL character" in result.stderr
     assert manifest_without(host_root, "run/hoist") == before
+
+
+# ---- the trust policy: the command line decides whether signatures are checked, never the payload ----------
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def keys(tmp_path):
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    directory = tmp_path / "keys"
+    directory.mkdir()
+    for name in ("operator", "attacker"):
+        openssl("genpkey", "-algorithm", "ed25519", "-out", f"{name}.key", cwd=directory)
+        openssl("pkey", "-in", f"{name}.key", "-pubout", "-out", f"{name}.pem", cwd=directory)
+    return directory
+
+
+def signed_payload(tmp_path, keys, signer, ship_key=True):
+    """A payload image whose manifest ships SHA256SUMS signed by `signer`, and (ship_key) `signer`'s key."""
+    root = tmp_path / f"signed-by-{signer}"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin/tool").write_bytes(b"tool from " + signer.encode() + b"\n")
+    write_sha256sums(root / "bin/SHA256SUMS", {"tool": root / "bin/tool"})
+    subprocess.run(["openssl", "pkeyutl", "-sign", "-rawin", "-inkey", keys / f"{signer}.key", "-in",
+                    root / "bin/SHA256SUMS", "-out", root / "bin/SHA256SUMS.sig"], check=True, capture_output=True)
+    shutil.copy(keys / f"{signer}.pem", root / "bin/key.pem")
+    component = {"name": "tool", "kind": "file", "source": "bin/tool", "destination": "/usr/local/bin/tool",
+                 "sha256sums": "bin/SHA256SUMS", "signature": "bin/SHA256SUMS.sig"}
+    if ship_key:
+        component["public_key"] = "bin/key.pem"
+    (root / "hoist.json").write_text(json.dumps({"schema": 1, "version": "1.0.0", "components": [component]}))
+    return root / "hoist.json"
+
+
+def test_the_operator_s_key_replaces_the_key_an_image_ships(host_root, tmp_path, keys):
+    forged = signed_payload(tmp_path, keys, "attacker")
+    before = manifest_without(host_root, "run/hoist")
+    # Whoever can push an image can sign it with a key of their own and ship that key in hoist.json.
+    result = upgrade(host_root, "--manifest", forged, "--public-key", keys / "operator.pem", check=5)
+    assert "does not verify with public key" in result.stderr and "operator.pem" in result.stderr
+    assert manifest_without(host_root, "run/hoist", "var/lib/hoist/tool/state.json") == before
+    assert not (host_root / "usr/local/bin/tool").exists()
+    genuine = signed_payload(tmp_path, keys, "operator", ship_key=False)
+    upgrade(host_root, "--manifest", genuine, "--public-key", keys / "operator.pem", check=0)
+    assert host_read(host_root, "/usr/local/bin/tool") == b"tool from operator\n"
+
+
+def test_a_payload_cannot_turn_the_signature_check_off(host_root, tmp_path, keys, manifests):
+    m1, _ = manifests  # checksums for one component, no signature at all
+    before = manifest_without(host_root, "run/hoist")
+    for policy in (["--public-key", keys / "operator.pem"], ["--require-signature"]):
+        result = upgrade(host_root, "--manifest", m1, *policy, check=5)
+        assert f"manifest '{m1}': $.components[0]: component 'app' has no signed SHA256SUMS, and " \
+               f"{policy[0]} requires one: a payload cannot turn off the signature check" in result.stderr
+        assert manifest_without(host_root, "run/hoist") == before
+    # A signature with no key anywhere: --require-signature wants one.
+    unkeyed = signed_payload(tmp_path, keys, "operator", ship_key=False)
+    result = upgrade(host_root, "--manifest", unkeyed, "--require-signature", check=2)
+    assert f"manifest '{unkeyed}': $.components[0]: a signature needs a public key to check it with " \
+           "(--public-key)" in result.stderr
+    # The image's own key suffices when the operator only requires a signature.
+    shipped = signed_payload(tmp_path, keys, "attacker")
+    upgrade(host_root, "--manifest", shipped, "--require-signature", check=0)

@@ -23,7 +23,6 @@ constexpr const char* k_component_flags[] = {"--component",
                                              "--checksum",
                                              "--sha256sums",
                                              "--signature",
-                                             "--public-key",
                                              "--installed-version-from",
                                              "--allow-minor-skip"};
 
@@ -53,8 +52,11 @@ class UpgradeCommand final : public Command {
     m_app->add_flag("--checksum", m_checksum, "compare file contents, not only size, mtime, mode and owner");
     m_app->add_option("--sha256sums", m_spec.sha256sums, "verify the payload against this SHA256SUMS file");
     m_app->add_option("--signature", m_spec.signature, "a detached signature over the SHA256SUMS file");
-    m_app->add_option("--public-key", m_spec.public_key,
-                      "the PEM public key (Ed25519 or ECDSA P-256) to check it with");
+    m_app->add_option("--public-key", m_trust.public_key,
+                      "the PEM public key (Ed25519 or ECDSA P-256) to check it with; with --manifest, it replaces "
+                      "every component's key and every component must be signed");
+    m_app->add_flag("--require-signature", m_trust.require_signature,
+                    "refuse (exit 5) any component without a signed SHA256SUMS and a key");
     m_app->add_option("--manifest", m_manifest, "upgrade the components a payload manifest (JSON) lists");
     m_app->add_flag("--dry-run", m_dry_run, "print what would change; change nothing");
     m_app
@@ -92,7 +94,10 @@ class UpgradeCommand final : public Command {
         } else {
           sources = VersionSources{m_version, env_version, spec.payload_version};
         }
-        items.push_back(resolve_item(spec, sources));
+        ComponentSpec trusted = spec;
+        apply_trust_policy(trusted, m_trust,
+                           "manifest '" + m_manifest + "': $.components[" + std::to_string(i) + "]");
+        items.push_back(resolve_item(std::move(trusted), sources));
       }
     } else {
       std::string missing;
@@ -112,6 +117,7 @@ class UpgradeCommand final : public Command {
         m_spec.installed_version_from = parse_installed_version_from(m_installed_version_from);
       }
       m_spec.compare = m_checksum ? Compare::checksum : Compare::quick;
+      apply_trust_policy(m_spec, m_trust, "");
       items.push_back(resolve_item(m_spec, VersionSources{m_version, env_version, ""}));
     }
     UpgradeOptions options;
@@ -133,6 +139,7 @@ class UpgradeCommand final : public Command {
   std::string m_scheme = "semver";
   bool m_allow_downgrade = false;
   bool m_allow_minor_skip = false;
+  TrustPolicy m_trust;
   std::string m_installed_version_from;
   bool m_checksum = false;
   bool m_dry_run = false;

@@ -95,6 +95,25 @@ std::optional<Version> first_version_in(std::string_view output, VersionScheme s
   return std::nullopt;
 }
 
+void apply_trust_policy(ComponentSpec& spec, const TrustPolicy& policy, std::string_view where) {
+  if (!policy.public_key.empty()) {
+    spec.public_key = policy.public_key;
+  }
+  if (!spec.signature.empty() && spec.public_key.empty()) {
+    throw UsageError(prefixed(where, "a signature needs a public key to check it with (--public-key)"));
+  }
+  if (!policy.demands_signature()) {
+    return;
+  }
+  const std::string asked = policy.public_key.empty() ? "--require-signature" : "--public-key";
+  const std::string component = "component '" + spec.name + "'";
+  if (spec.sha256sums.empty() || spec.signature.empty()) {
+    throw Error(ExitCode::verification,
+                prefixed(where, component + " has no signed SHA256SUMS, and " + asked +
+                                    " requires one: a payload cannot turn off the signature check"));
+  }
+}
+
 void validate_spec(const ComponentSpec& spec, std::string_view where) {
   try {
     validate_component_name(spec.name);
@@ -127,9 +146,7 @@ void validate_spec(const ComponentSpec& spec, std::string_view where) {
   if (spec.keep < 1) {
     throw UsageError(prefixed(where, "keep must be at least 1 for component '" + spec.name + "'"));
   }
-  if (!spec.signature.empty() && spec.public_key.empty()) {
-    throw UsageError(prefixed(where, "a signature needs a public key to check it with (--public-key)"));
-  }
+  // A signature without a key is checked in apply_trust_policy(): the operator's --public-key may supply it.
   if (!spec.public_key.empty() && spec.signature.empty()) {
     throw UsageError(prefixed(where, "a public key needs a signature to check (--signature)"));
   }

@@ -75,6 +75,20 @@ struct ComponentSpec {
   AllowMinorSkip allow_minor_skip = AllowMinorSkip::no;
 };
 
+/// What the operator asks of signatures (`--public-key` and `--require-signature` on the command line), which a
+/// payload's manifest can never lower.
+struct TrustPolicy {
+  std::filesystem::path public_key;  ///< replaces every component's key; empty: the component's own
+  bool require_signature = false;    ///< every component must come with a signature and a key
+
+  [[nodiscard]] bool demands_signature() const { return require_signature || !public_key.empty(); }
+};
+
+/// Applies `policy` to `spec`: the key replaced; a signature with no key to check it is bad usage (UsageError);
+/// with a policy that demands a signature, a component without SHA256SUMS and a signature throws
+/// Error(ExitCode::verification) naming `where` and what is missing, before anything is read or written.
+void apply_trust_policy(ComponentSpec& spec, const TrustPolicy& policy, std::string_view where);
+
 /// The default of `--keep`: versions kept on the host after an upgrade.
 inline constexpr unsigned k_default_keep = 3;
 
