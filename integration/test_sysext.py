@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
-from conftest import run_hoist
+from conftest import run_hoist, tree_manifest
 from payloads import state_of, upgrade
 
 STATE = "var/lib/hoist/tools"
@@ -92,6 +92,21 @@ def test_the_kept_image_has_the_payload_s_owner_mode_mtime_and_xattrs(host_root,
     assert (oct(st.st_mode), st.st_uid, st.st_mtime_ns) == (oct(source.st_mode), source.st_uid, source.st_mtime_ns)
     assert {n: os.getxattr(kept, n) for n in os.listxattr(kept)} == \
         {n: os.getxattr(image, n) for n in os.listxattr(image)}
+
+
+@pytest.mark.parametrize("destination", ["/opt/whatever/tools.raw", "/etc/extensions/sub/tools.raw",
+                                         "/etc/extension/tools.raw", "/usr/share/extensions/tools.raw"])
+def test_a_destination_systemd_sysext_never_reads_is_refused(host_root, tmp_path, system_bus, destination):
+    # Installed, linked and "refreshed", such an image was never merged: the run said success for nothing.
+    needs_loop()
+    system_bus.start("systemd_manager")
+    image = squashfs(tmp_path, "v1", MATCH)
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, *sysext_args(image, "1.0", destination), check=2)
+    assert f"destination '{destination}' of component 'tools' is not directly in a directory systemd-sysext " \
+           "reads (/etc/extensions, /run/extensions, /var/lib/extensions, /usr/lib/extensions, " \
+           "/usr/local/lib/extensions): it would never be merged" in result.stderr
+    assert tree_manifest(host_root) == before
 
 
 def test_upgrade_then_rollback_re_points_the_link_and_refreshes_each_time(host_root, tmp_path, system_bus):

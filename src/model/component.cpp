@@ -1,6 +1,7 @@
 #include "hoist/model/component.hpp"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -20,6 +21,26 @@ std::string prefixed(std::string_view where, const std::string& message) {
 std::string munged(std::string text) {
   std::replace(text.begin(), text.end(), '+', '-');
   return text;
+}
+
+// The directories systemd-sysext (252) looks for extensions in, and only directly in: an image anywhere else is
+// linked, "refreshed" and never merged.
+constexpr std::array<std::string_view, 5> k_sysext_directories = {
+    "/etc/extensions", "/run/extensions", "/var/lib/extensions", "/usr/lib/extensions", "/usr/local/lib/extensions"};
+
+void check_sysext_directory(const ComponentSpec& spec, std::string_view where) {
+  const std::filesystem::path normal = std::filesystem::path(spec.destination).lexically_normal();
+  const std::string parent = (normal.has_filename() ? normal : normal.parent_path()).parent_path().string();
+  if (std::find(k_sysext_directories.begin(), k_sysext_directories.end(), parent) != k_sysext_directories.end()) {
+    return;
+  }
+  std::string directories;
+  for (const auto directory : k_sysext_directories) {
+    directories += (directories.empty() ? "" : ", ") + std::string(directory);
+  }
+  throw UsageError(prefixed(where, "destination '" + escaped(spec.destination) + "' of component '" + spec.name +
+                                       "' is not directly in a directory systemd-sysext reads (" + directories +
+                                       "): it would never be merged"));
 }
 
 }  // namespace
@@ -142,6 +163,9 @@ void validate_spec(const ComponentSpec& spec, std::string_view where) {
   }
   if (std::filesystem::path(dest).relative_path().empty()) {
     throw UsageError(prefixed(where, "destination of component '" + spec.name + "' must not be '/'"));
+  }
+  if (spec.kind == ComponentKind::sysext) {
+    check_sysext_directory(spec, where);
   }
   if (spec.keep < 1) {
     throw UsageError(prefixed(where, "keep must be at least 1 for component '" + spec.name + "'"));
