@@ -88,6 +88,55 @@ def test_a_failed_unit_is_reported_with_its_name_and_result(host_root, payloads,
     assert state["last_result"]["outcome"] == "failed" and state["last_result"]["message"] == message
 
 
+def replace_service(system_bus, service, template, **parameters):
+    """Stops a test double and starts another in its place: the unit that failed works now."""
+    service.process.send_signal(signal.SIGTERM)
+    service.process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while system_bus._has_owner(service.name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    service.log.unlink(missing_ok=True)
+    return system_bus.start(template, **parameters)
+
+
+def test_a_failed_restart_is_owed_and_done_by_the_next_run(host_root, payloads, system_bus):
+    v1, _ = payloads
+    failing = system_bus.start("systemd_manager", results={"k3s.service": "failed"})
+    upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s"), check=1)
+    state = state_of(host_root, "app")
+    assert state["owed_restarts"] == ["k3s.service"]
+    assert state["last_result"]["outcome"] == "failed"
+    # SUC's next pod runs the same command: before, it said "nothing to do", exited 0 and forgot the failure.
+    systemd = replace_service(system_bus, failing, "systemd_manager")
+    result = upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s"), check=0)
+    assert "app: doing the restarts an earlier run owes (k3s.service)" in result.stderr
+    assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"']
+    state = state_of(host_root, "app")
+    assert state["owed_restarts"] == []
+    assert state["last_result"]["outcome"] == "succeeded"
+    assert state["last_result"]["message"] == "restarted what an earlier run owed: k3s.service"
+    # Paid: the next identical run has nothing to do.
+    upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s"), check=0)
+    assert len(systemd.called("RestartUnit")) == 1
+    assert state_of(host_root, "app")["last_result"]["outcome"] == "unchanged"
+
+
+def test_a_run_killed_between_its_switch_and_its_restart_leaves_the_restart_owed(host_root, payloads, system_bus):
+    v1, _ = payloads
+    stuck = system_bus.start("systemd_manager", delays={"k3s.service": -1})
+    process = spawn(host_root, *args(v1, "1.0.0", "--restart", "k3s", "--restart-timeout", "60"),
+                    env=system_bus.env())
+    stuck.wait_for_call("RestartUnit")
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=30)
+    assert os.readlink(host_root / "opt/app/current") == "1.0.0"
+    assert state_of(host_root, "app")["owed_restarts"] == ["k3s.service"]
+    systemd = replace_service(system_bus, stuck, "systemd_manager")
+    upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s"), check=0)
+    assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"']
+    assert state_of(host_root, "app")["owed_restarts"] == []
+
+
 def test_a_job_that_never_ends_times_out(host_root, payloads, system_bus):
     v1, _ = payloads
     system_bus.start("systemd_manager", delays={"slow.service": -1})

@@ -26,6 +26,14 @@ std::string env_or(const Environment& env, const char* name, const std::string& 
   return it == env.end() || it->second.empty() ? fallback : it->second;
 }
 
+std::string join_units(const std::vector<std::string>& units) {
+  std::string text;
+  for (const auto& unit : units) {
+    text += (text.empty() ? "" : ", ") + unit;
+  }
+  return text;
+}
+
 std::string targets_of(const std::vector<SwitchedComponent>& components) {
   std::string text;
   for (const auto& component : components) {
@@ -125,13 +133,20 @@ void HostSteps::make_writable(const std::vector<std::string>& host_paths) {
                      env_or(m_context.env, k_mount_namespace_env, MountNamespace::k_host_path));
 }
 
+std::vector<std::string> HostSteps::restarts_owed_by(ComponentKind kind) const {
+  std::vector<std::string> units;
+  if (kind == ComponentKind::sysext) {
+    units.emplace_back(k_sysext_unit);
+  }
+  units.insert(units.end(), m_actions.restart_units.begin(), m_actions.restart_units.end());
+  return units;
+}
+
 void HostSteps::record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
                                const std::string& message) {
   for (const auto& component : components) {
-    if (!component.changed) {
-      continue;
-    }
-    if (auto state = store.load(component.name)) {
+    auto state = store.load(component.name);
+    if (state && (component.changed || !state->owed_restarts.empty())) {
       set_last_result(*state, m_command, outcome::k_failed, component.version, message);
       save_failure_record(store, *state);
     }
@@ -152,26 +167,51 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
   }
   const bool changed =
       std::any_of(components.begin(), components.end(), [](const SwitchedComponent& c) { return c.changed; });
-  const bool sysext = std::any_of(components.begin(), components.end(), [](const SwitchedComponent& c) {
-    return c.changed && c.kind == ComponentKind::sysext;
-  });
-  std::vector<std::pair<std::string, RestartMethod>> restarts;
-  if (sysext) {
-    restarts.emplace_back(k_sysext_unit, RestartMethod::reload_or_restart);
-  }
-  if (changed) {
-    for (const auto& unit : m_actions.restart_units) {
-      restarts.emplace_back(unit, RestartMethod::restart);
+  // Owed first (an earlier run's, or this run's own as recorded with its switch), each unit once, in order.
+  std::vector<std::string> units;
+  std::vector<std::string> owed_by_earlier_runs;  // components that start this run owing restarts, unchanged
+  auto add = [&units](const std::string& unit) {
+    if (std::find(units.begin(), units.end(), unit) == units.end()) {
+      units.push_back(unit);
+    }
+  };
+  for (const auto& component : components) {
+    if (m_dry_run == DryRun::yes) {
+      break;
+    }
+    if (const auto state = store.load(component.name)) {
+      std::for_each(state->owed_restarts.begin(), state->owed_restarts.end(), add);
+      if (!component.changed && !state->owed_restarts.empty()) {
+        owed_by_earlier_runs.push_back(component.name);
+      }
+    }
+    if (component.changed) {
+      for (const auto& unit : restarts_owed_by(component.kind)) {
+        add(unit);
+      }
     }
   }
-  for (const auto& [unit, method] : restarts) {
+  if (!owed_by_earlier_runs.empty()) {
+    spdlog::info("{}: doing the restarts an earlier run owes ({})", join_units(owed_by_earlier_runs),
+                 join_units(units));
+  }
+  for (const auto& unit : units) {
     throw_if_interrupted("restarting " + unit);
+    const RestartMethod method = unit == k_sysext_unit ? RestartMethod::reload_or_restart : RestartMethod::restart;
     try {
       restart_unit(bus(), unit, method, m_actions.restart_timeout);
     } catch (const Error& e) {
       const std::string message = std::string(e.what()) + " (" + targets_of(components) + " switched)";
       record_failure(store, components, message);
       throw Failure(message);
+    }
+    strike_owed(store, components, unit);
+  }
+  for (const auto& name : owed_by_earlier_runs) {
+    if (auto state = store.load(name)) {
+      set_last_result(*state, m_command, outcome::k_succeeded, state->current,
+                      "restarted what an earlier run owed: " + join_units(units));
+      store.save(*state);
     }
   }
   const bool reboot_needed = (m_actions.reboot == RebootPolicy::always && !m_reboot_confirmed) ||
@@ -182,6 +222,21 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
   if (m_actions.reboot != RebootPolicy::never) {
     spdlog::info("no reboot: {}", m_reboot_confirmed ? "the host already rebooted into this version"
                                                      : "nothing changed (--reboot if-needed)");
+  }
+}
+
+void HostSteps::strike_owed(const StateStore& store, const std::vector<SwitchedComponent>& components,
+                            const std::string& unit) {
+  for (const auto& component : components) {
+    auto state = store.load(component.name);
+    if (!state) {
+      continue;
+    }
+    const auto it = std::find(state->owed_restarts.begin(), state->owed_restarts.end(), unit);
+    if (it != state->owed_restarts.end()) {
+      state->owed_restarts.erase(it);
+      store.save(*state);
+    }
   }
 }
 

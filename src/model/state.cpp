@@ -12,6 +12,7 @@
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -111,7 +112,8 @@ std::string to_json_text(const ComponentState& state) {
                       {"versions", versions},
                       {"last_result", optional_object(state.last_result)},
                       {"boot_id", state.boot_id},
-                      {"pending_reboot", optional_object(state.pending_reboot)}};
+                      {"pending_reboot", optional_object(state.pending_reboot)},
+                      {"owed_restarts", state.owed_restarts}};
   return document.dump(2) + "\n";
 }
 
@@ -158,6 +160,18 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
     const Reader r(result, where + " in 'last_result'");
     state.last_result =
         LastResult{r.string("command"), r.string("outcome"), r.string("version"), r.string("time"), r.string("message")};
+  }
+  // Written since owed restarts were recorded; a state from before has none.
+  if (const auto owed = document.find("owed_restarts"); owed != document.end()) {
+    if (!owed->is_array()) {
+      top.fail("field 'owed_restarts' must be an array");
+    }
+    for (const json& unit : *owed) {
+      if (!unit.is_string() || unit.get<std::string>().empty() || has_control_character(unit.get<std::string>())) {
+        top.fail("field 'owed_restarts' must hold unit names");
+      }
+      state.owed_restarts.push_back(unit.get<std::string>());
+    }
   }
   if (const json& reboot = top.any("pending_reboot"); !reboot.is_null()) {
     const Reader r(reboot, where + " in 'pending_reboot'");

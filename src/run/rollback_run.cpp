@@ -115,6 +115,12 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   state.previous = state.kind == "sync" ? std::string() : from;
   set_last_result(state, k_command, outcome::k_succeeded, target);
   state.boot_id = read_boot_id(root);
+  // Owed with the switch, in the same save (upgrade does the same).
+  for (const auto& unit : host.restarts_owed_by(kind)) {
+    if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
+      state.owed_restarts.push_back(unit);
+    }
+  }
   store.save(state);
   host.after_switch(store, {SwitchedComponent{state.component, kind, target, true}});
   return ExitCode::ok;

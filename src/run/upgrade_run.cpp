@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -365,7 +366,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     } else {
       for (Work& work : works) {
         // Without a state, hoist never installed it: the host stays exactly as another installer left it.
-        if (work.state && !work.reboot_settled) {
+        // With restarts still owed, the result stays what it was until after_switch() does them.
+        if (work.state && !work.reboot_settled && work.state->owed_restarts.empty()) {
           set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text());
           store.save(*work.state);
         }
@@ -484,8 +486,14 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     ComponentState state = work.state ? *work.state : new_state(work.item.spec);
     if (work.gate.changes_host()) {
       record_switch(state, work.item.target.text(), work.installer->adopted_version());
+      // Owed with the switch, in the same save: a run killed before its restarts leaves them to the next.
+      for (const auto& unit : host.restarts_owed_by(work.item.spec.kind)) {
+        if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
+          state.owed_restarts.push_back(unit);
+        }
+      }
       set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());
-    } else if (!work.reboot_settled) {
+    } else if (!work.reboot_settled && state.owed_restarts.empty()) {
       set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text());
     }
     state.boot_id = boot_id;

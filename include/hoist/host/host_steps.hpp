@@ -77,14 +77,21 @@ class HostSteps {
   /// end (also after a failure or SIGTERM). Nothing happens for no paths.
   void make_writable(const std::vector<std::string>& host_paths);
 
+  /// The restarts a switch of a component of `kind` makes owed, in order: the sysext refresh
+  /// (systemd-sysext.service) for a sysext, then the `--restart` units. The run records them in the state
+  /// it saves with the switch (ComponentState::owed_restarts), before after_switch() does them.
+  [[nodiscard]] std::vector<std::string> restarts_owed_by(ComponentKind kind) const;
+
   /// After every switch is made and recorded: the mounts go back read-only;
-  /// then systemd-sysext is refreshed when a sysext component changed
-  /// (ReloadOrRestartUnit systemd-sysext.service); then the `--restart` units
-  /// are restarted, in order, when anything changed; then, per `--reboot`, the
-  /// pending reboot is recorded in every component's state and the reboot
-  /// asked for, and this blocks until the host goes down (it never returns
-  /// then). A failed restart is recorded in the changed components' states and
-  /// thrown (hoist::Failure, exit 1).
+  /// then every restart still owed by a component's state (an earlier run's
+  /// that failed or was killed first), and those this run's switches need, each
+  /// once, in order; each one done is struck from the states that owe it, and
+  /// a component whose owed restarts an unchanged run finished records that as
+  /// its result. Then, per `--reboot`, the pending reboot is recorded in every
+  /// component's state and the reboot asked for, and this blocks until the host
+  /// goes down (it never returns then). A failed restart is recorded in the
+  /// states of the components that changed or owe it, stays owed, and is thrown
+  /// (hoist::Failure, exit 1).
   void after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components);
 
  private:
@@ -92,6 +99,8 @@ class HostSteps {
   [[noreturn]] void reboot(const StateStore& store, const std::vector<SwitchedComponent>& components);
   void record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
                       const std::string& message);
+  void strike_owed(const StateStore& store, const std::vector<SwitchedComponent>& components,
+                   const std::string& unit);
 
   const Context& m_context;
   std::string m_command;

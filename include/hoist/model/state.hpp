@@ -43,6 +43,10 @@ struct ComponentState {
   std::optional<LastResult> last_result;
   std::string boot_id;  ///< the boot id when the state was last written
   std::optional<PendingReboot> pending_reboot;
+  /// The units still to restart for the current version, in order (`systemd-sysext.service` is the sysext
+  /// refresh): recorded with the switch, each removed once done, so that a run that failed or was killed
+  /// before its restarts leaves them owed to the next run.
+  std::vector<std::string> owed_restarts;
 };
 
 /// The schema version this build writes; a higher one on disk is refused.
