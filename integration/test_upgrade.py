@@ -112,6 +112,28 @@ def test_the_version_defaults_to_the_munged_suc_env(host_root, payloads):
             "--version-scheme", "k3s", "--version", "v1.30.1+k3s1", env=env, check=0)
 
 
+@pytest.mark.parametrize("released, fix", [("v1.19.3+k3s1", "v1.19.3-rc1+k3s2"),
+                                          ("v1.19.3-k3s1", "v1.19.3-rc1-k3s2"),
+                                          ("v1.18.12+rke2r1", "v1.18.12-rc1+rke2r2")])
+def test_an_rc_of_the_next_k3s_counter_upgrades_the_release_it_fixes(host_root, payloads, released, fix):
+    # k3s cuts v1.19.3-rc1+k3s2 after v1.19.3+k3s1 when that release needs a fix: the counter outranks the rc.
+    v1, v2 = payloads
+    upgrade(host_root, *tree_args(v1, released, "--version-scheme", "k3s"), check=0)
+    upgrade(host_root, *tree_args(v2, fix, "--version-scheme", "k3s"), check=0)
+    canonical_fix = fix.replace("-k3s", "+k3s")
+    assert os.readlink(host_root / "opt/app/current") == canonical_fix
+    assert read_tree(host_root / "opt/app" / canonical_fix) == read_tree(v2)
+
+
+def test_a_k3s_release_does_not_go_back_to_an_rc_of_the_next_counter(host_root, payloads):
+    v1, v2 = payloads
+    upgrade(host_root, *tree_args(v2, "v1.19.3-rc1+k3s2", "--version-scheme", "k3s"), check=0)
+    before = manifest_without(host_root, "run/hoist", "var/lib/hoist/app/state.json")
+    result = upgrade(host_root, *tree_args(v1, "v1.19.3+k3s1", "--version-scheme", "k3s"), check=3)
+    assert "refusing to downgrade from v1.19.3-rc1+k3s2 to v1.19.3+k3s1" in result.stderr
+    assert manifest_without(host_root, "run/hoist", "var/lib/hoist/app/state.json") == before
+
+
 def test_bad_usage_exits_2(host_root, payloads):
     v1, _ = payloads
     assert "upgrade needs --kind, --source, --destination (or --manifest)" in \

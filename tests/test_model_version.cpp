@@ -240,7 +240,7 @@ TEST_CASE("k3s: the spellings of one release are equal", "[version][k3s]") {
   }
 }
 
-TEST_CASE("k3s: the k3sN suffix is a release counter that ranks below patch and rc", "[version][k3s]") {
+TEST_CASE("k3s: the k3sN suffix is a release counter that ranks below patch and above rc", "[version][k3s]") {
   struct Case {
     std::string_view lower;
     std::string_view higher;
@@ -250,12 +250,16 @@ TEST_CASE("k3s: the k3sN suffix is a release counter that ranks below patch and 
       {"v1.27.4-k3s2", "v1.27.5+k3s1"},          {"v1.27.4+k3s9", "v1.27.4+k3s10"},
       {"v1.27.9+k3s1", "v1.27.10+k3s1"},         {"v1.9.0+k3s1", "v1.10.0+k3s1"},
       {"v1.28.2-rc1+k3s1", "v1.28.2-rc2+k3s1"},  {"v1.28.2-rc2+k3s1", "v1.28.2+k3s1"},
-      {"v1.28.2-rc1-k3s1", "v1.28.2-k3s1"},      {"v1.28.2-rc1+k3s2", "v1.28.2-rc2+k3s1"},
+      {"v1.28.2-rc1-k3s1", "v1.28.2-k3s1"},      {"v1.28.2-rc2+k3s1", "v1.28.2-rc1+k3s2"},
       {"v1.28.2-rc9+k3s1", "v1.28.2-rc10+k3s1"}, {"v1.28.2-rc3+k3s1", "v1.28.2+k3s1"},
       {"v1.27.16+k3s1", "v1.28.2-rc1+k3s1"},     {"v1.29.0+k3s1", "v1.29.0+rke2r1"},
-      {"v1.29.0+k3s2", "v1.29.0+rke2r1"},        {"v1.29.0+rke2r2", "v1.29.1+k3s1"},
+      {"v1.29.0+rke2r1", "v1.29.0+k3s2"},        {"v1.29.0+rke2r2", "v1.29.1+k3s1"},
       {"v1.29.0+rke2r1", "v1.29.0+rke2r2"},      {"v1.29.0-rc1+rke2r1", "v1.29.0+k3s1"},
       {"v1.30.1+k3s1", "v2.0.0+k3s1"},
+      // A fix of a release is cut as an rc of the next counter after it, in every spelling.
+      {"v1.19.3+k3s1", "v1.19.3-rc1+k3s2"},      {"v1.19.3-k3s1", "v1.19.3-rc1-k3s2"},
+      {"v1.19.3-rc1-k3s2", "v1.19.3+k3s2"},      {"v1.19.3+k3s2", "v1.19.3-rc1+k3s3"},
+      {"v1.18.12+rke2r1", "v1.18.12-rc1+rke2r2"}, {"v1.19.3-rc9+k3s1", "v1.19.3-rc1+k3s2"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.lower, c.higher);
@@ -276,11 +280,13 @@ TEST_CASE("k3s: a shuffled list of releases sorts into release order", "[version
                                            "v1.28.2-rc1+k3s1",
                                            "v1.28.2-rc2-k3s1",
                                            "v1.28.2+k3s1",
-                                           "v1.28.2+k3s2",
                                            "v1.28.2+rke2r1",
+                                           "v1.28.2-rc1+k3s2",
+                                           "v1.28.2+k3s2",
                                            "v1.29.0-rc1+rke2r1",
                                            "v1.29.0+k3s1",
                                            "v1.29.0+rke2r1",
+                                           "v1.29.0-rc1-rke2r2",
                                            "v1.29.0+rke2r2",
                                            "v1.30.1-k3s1",
                                            "v1.30.10+k3s1",

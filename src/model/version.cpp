@@ -311,6 +311,11 @@ std::strong_ordering compare_k3s(std::string_view lhs_text, std::string_view rhs
       return order;
     }
   }
+  // The counter outranks the rc: when v1.19.3+k3s1 needs a fix, k3s cuts v1.19.3-rc1+k3s2 after it, and the
+  // k3s2 candidates lead to v1.19.3+k3s2. An rc is a candidate for the release of its own counter.
+  if (auto order = compare_decimal(lhs.build, rhs.build); std::is_neq(order)) {
+    return order;
+  }
   if (lhs.rc.empty() != rhs.rc.empty()) {
     // v1.28.2-rc1+k3s1 is a candidate for v1.28.2+k3s1 and comes before it.
     return lhs.rc.empty() ? std::strong_ordering::greater : std::strong_ordering::less;
@@ -319,10 +324,7 @@ std::strong_ordering compare_k3s(std::string_view lhs_text, std::string_view rhs
     return order;
   }
   // k3s and RKE2 builds of one Kubernetes release have no real order; the name only makes the order total.
-  if (auto order = lhs.flavor <=> rhs.flavor; std::is_neq(order)) {
-    return order;
-  }
-  return compare_decimal(lhs.build, rhs.build);
+  return lhs.flavor <=> rhs.flavor;
 }
 
 // ---- systemd ------------------------------------------------------------------------------------------------

@@ -36,7 +36,9 @@ std::weak_ordering strverscmp_improved(std::string_view lhs, std::string_view rh
 /// distinct strings as equal, the tie is broken as follows:
 ///  - semver: equal precedence, different build metadata: the build strings compared bytewise (no build sorts
 ///    first). The optional leading `v` is no part of the version: `v1.2.3 == 1.2.3`.
-///  - k3s: the spellings of one release are equal: `v1.27.4+k3s1 == v1.27.4-k3s1 == 1.27.4+k3s1`.
+///  - k3s: the spellings of one release are equal: `v1.27.4+k3s1 == v1.27.4-k3s1 == 1.27.4+k3s1`. The order is
+///    (MAJOR, MINOR, PATCH, the counter N of `k3sN`/`rke2rN`, a release candidate before the release, the rc
+///    number, `k3s` before `rke2r`): k3s and RKE2 cut `v1.19.3-rc1+k3s2` after `v1.19.3+k3s1`.
 ///  - systemd: equivalent under strverscmp_improved() (`1.01` and `1.1`, `1_` and `1`): the texts compared
 ///    bytewise, so `==` means identical text.
 class Version {
