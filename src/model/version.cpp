@@ -405,8 +405,10 @@ std::weak_ordering strverscmp_improved(std::string_view lhs, std::string_view rh
       return order;
     }
     if (lhs.empty() || rhs.empty()) {
-      // After a '~' the rest is not skipped again: "1~_" > "1~", as in systemd.
-      return compare_presence(!lhs.empty(), !rhs.empty());
+      // systemd compares the two next bytes as C chars here. After a '~' the rest is not skipped again, so the
+      // byte may be one that is otherwise skipped: "1~_" > "1~", and a byte above 0x7f, negative where char is
+      // signed (x86-64), makes "1~\xe9" < "1~". Elsewhere the byte is significant, ASCII, and newer than the end.
+      return head(lhs) <=> head(rhs);
     }
     for (char separator : {'-', '^', '.'}) {
       if (auto order = compare_separator(lhs, rhs, separator); std::is_neq(order)) {

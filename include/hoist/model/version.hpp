@@ -27,6 +27,8 @@ std::string_view to_string(VersionScheme scheme);
 /// would end the string). `~` < end of string < `-` < `^` < `.` < letters and digits; a run of digits compares
 /// numerically (leading zeros ignored) and above a run of letters; runs of letters compare bytewise (`A` < `a`).
 /// Distinct strings may be equivalent (`1.01` and `1.1`, `1_` and `1`, `1+2` and `1_2`), hence the weak ordering.
+/// Where one side ends right after a `~`, the other side's next byte is compared as a C char, as systemd does: a
+/// byte above 0x7f there sorts below the end where char is signed (`1~\xe9` < `1~` on x86-64).
 std::weak_ordering strverscmp_improved(std::string_view lhs, std::string_view rhs);
 
 /// A version string that has been checked against its scheme, with a total order within that scheme.
