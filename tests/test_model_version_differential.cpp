@@ -157,7 +157,7 @@ std::string random_semver(std::mt19937& random) {
     return std::string(choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(random)]);
   };
   const std::vector<std::string_view> numbers = {"0", "1", "2", "9", "10", "11", "01", "00", "123456789", ""};
-  const std::vector<std::string_view> identifiers = {"alpha", "beta", "rc", "0", "1", "2", "10", "01", "a-b", "-",
+  const std::vector<std::string_view> identifiers = {"alpha", "beta", "rc", "0", "1", "2",  "10",  "01", "a-b", "-",
                                                      "0a",    "a0",   "Z",  "z", "",  "11", "x-1", "--", "A"};
   std::string text = chance(20) ? one_of({"v", "V", "=", "vv"}) : "";
   int core = chance(90) ? 3 : one_of({"2", "4"})[0] - '0';
@@ -168,7 +168,8 @@ std::string random_semver(std::mt19937& random) {
     if (chance(50)) {
       text += separator;
       for (int n = std::uniform_int_distribution<int>(1, 3)(random), i = 0; i < n; ++i) {
-        text += (i > 0 ? "." : "") + (chance(80) ? one_of({"alpha", "beta", "rc", "1", "2", "10"}) : one_of(identifiers));
+        text +=
+            (i > 0 ? "." : "") + (chance(80) ? one_of({"alpha", "beta", "rc", "1", "2", "10"}) : one_of(identifiers));
       }
     }
   }
@@ -243,7 +244,8 @@ TEST_CASE("semver: validity and order agree with node's semver on random version
     hoist::Version lhs = hoist::Version::parse(hoist::VersionScheme::semver, texts[a]);
     for (std::size_t b : valid) {
       std::strong_ordering order = lhs <=> hoist::Version::parse(hoist::VersionScheme::semver, texts[b]);
-      std::strong_ordering expected = ranks[a] != ranks[b] ? ranks[a] <=> ranks[b] : build_of(texts[a]) <=> build_of(texts[b]);
+      std::strong_ordering expected =
+          ranks[a] != ranks[b] ? ranks[a] <=> ranks[b] : build_of(texts[a]) <=> build_of(texts[b]);
       if (order != expected) {
         CAPTURE(texts[a], texts[b], ranks[a], ranks[b]);
         FAIL("hoist and node's semver disagree");
