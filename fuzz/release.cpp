@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     rest = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
   }
   try {
-    const hoist::OsRelease host = hoist::parse_os_release(parts[0]);
-    const hoist::OsRelease extension = hoist::parse_os_release(parts[1]);
+    const hoist::OsRelease host = hoist::parse_os_release(parts[0], "host");
+    const hoist::OsRelease extension = hoist::parse_os_release(parts[1], "extension");
     (void)hoist::release_value(host, "ID");
     try {
       hoist::check_extension_release(host, extension, "fuzz", parts[2].empty() ? "x86-64" : parts[2], "fuzz");

@@ -1,6 +1,8 @@
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 
 #include "hoist/transfer/payload.hpp"
@@ -72,8 +74,9 @@ TEST_CASE("a directory's extension-release is read inside it, symlinks resolved 
   CHECK(exit_and_message([&] {
           hoist::read_extension_release(Payload::open(image), SysextImageType::directory, "other");
         }) == "5: sysext image '" + image.string() +
-                  "' has no 'usr/lib/extension-release.d/extension-release.other': systemd-sysext would refuse it as "
-                  "extension 'other'");
+                  "' has no 'usr/lib/extension-release.d/extension-release.other', nor another extension-release "
+                  "file marked user.extension-release.strict=false: systemd-sysext would refuse it as extension "
+                  "'other'");
 
   write_text(image / "usr/lib/os-release", "ID=evil\n");
   CHECK(exit_and_message([&] {
@@ -95,4 +98,56 @@ TEST_CASE("verifying a sysext directory compares it with the host's os-release",
         }) == "5: extension 'tools' does not match the host (" + (dir / "tools").string() +
                   ":usr/lib/extension-release.d/extension-release.tools): VERSION_ID is '11', the host's VERSION_ID "
                   "is '12'");
+}
+
+TEST_CASE("a release file under another name counts only when its xattr allows it, as in systemd-sysext", "[sysext]") {
+  ScopedTempDir dir;
+  const auto image = dir / "tools";
+  const auto release_dir = image / "usr/lib/extension-release.d";
+  write_text(release_dir / "extension-release.other", "ID=debian\nVERSION_ID=12\n");
+  const auto strict = [&](const std::string& file, const char* value) {
+    REQUIRE(::setxattr((release_dir / file).c_str(), "user.extension-release.strict", value, std::strlen(value), 0) ==
+            0);
+  };
+  // "ok" and the ID read, or the exit code and message.
+  const auto read = [&] {
+    std::string id;
+    std::string result = exit_and_message([&] {
+      id = hoist::release_value(
+          hoist::read_extension_release(Payload::open(image), SysextImageType::directory, "tools"), "ID");
+    });
+    return result == "ok" ? result + " " + id : result;
+  };
+  const std::string missing = "5: sysext image '" + image.string() +
+                              "' has no 'usr/lib/extension-release.d/extension-release.tools', nor another "
+                              "extension-release file marked user.extension-release.strict=false: systemd-sysext "
+                              "would refuse it as extension 'tools'";
+  CHECK(read() == missing);  // no xattr
+  for (const char* value : {"1", "yes", "true", "maybe", ""}) {
+    CAPTURE(value);
+    strict("extension-release.other", value);
+    CHECK(read() == missing);
+  }
+  for (const char* value : {"0", "no", "N", "FALSE", "f", "Off"}) {
+    CAPTURE(value);
+    strict("extension-release.other", value);
+    CHECK(read() == "ok debian");
+  }
+  // A second one is ambiguous; one that is no regular file, or whose name is no valid image name, does not count.
+  write_text(release_dir / "extension-release.third", "ID=fedora\n");
+  strict("extension-release.third", "0");
+  // The order of the two names is the directory's.
+  const std::string both = read();
+  CHECK(both.starts_with("5: sysext image '" + image.string() + "' has both '"));
+  CHECK(both.find("'usr/lib/extension-release.d/extension-release.other'") != std::string::npos);
+  CHECK(both.find("'usr/lib/extension-release.d/extension-release.third'") != std::string::npos);
+  CHECK(both.ends_with("' marked user.extension-release.strict=false: systemd-sysext refuses the ambiguity"));
+  std::filesystem::remove(release_dir / "extension-release.third");
+  std::filesystem::create_directory(release_dir / "extension-release.dir");
+  write_text(release_dir / "extension-release..hidden", "ID=fedora\n");
+  strict("extension-release..hidden", "0");
+  CHECK(read() == "ok debian");
+  // The file of the extension's own name wins, whatever the others say.
+  write_text(release_dir / "extension-release.tools", "ID=arch\n");
+  CHECK(read() == "ok arch");
 }

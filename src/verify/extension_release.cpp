@@ -4,32 +4,36 @@
 
 #include <algorithm>
 #include <array>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
 namespace {
 
-std::vector<std::string> words(std::string_view text) {
-  std::vector<std::string> result;
-  std::istringstream in{std::string(text)};
-  for (std::string word; in >> word;) {
-    result.push_back(word);
+// The words of a list value, split at the blanks systemd splits at (space, tab, LF, CR).
+std::vector<std::string_view> words(std::string_view text) {
+  std::vector<std::string_view> result;
+  constexpr std::string_view k_blanks = " \t\n\r";
+  for (size_t start = text.find_first_not_of(k_blanks); start != std::string_view::npos;
+       start = text.find_first_not_of(k_blanks, start)) {
+    size_t end = std::min(text.find_first_of(k_blanks, start), text.size());
+    result.push_back(text.substr(start, end - start));
+    start = end;
   }
   return result;
 }
 
-[[noreturn]] void mismatch(std::string_view image_name, std::string_view source, const std::string& why) {
+[[noreturn]] void refuse_extension(std::string_view image_name, std::string_view source, const std::string& why) {
   throw Error(ExitCode::verification, "extension '" + std::string(image_name) + "' does not match the host (" +
                                           std::string(source) + "): " + why);
 }
 
 std::string quoted(std::string_view value) {
-  return "'" + std::string(value) + "'";
+  return "'" + escaped(value) + "'";
 }
 
 }  // namespace
@@ -77,24 +81,30 @@ std::string extension_release_path(std::string_view image_name) {
 
 void check_extension_release(const OsRelease& host, const OsRelease& extension, std::string_view image_name,
                              std::string_view architecture, std::string_view source) {
-  const std::string_view scope = release_value(extension, "SYSEXT_SCOPE");
-  if (!scope.empty()) {
-    const auto scopes = words(scope);
+  // A host without an ID takes no extension at all: systemd-sysext stops before it looks at one.
+  const std::string_view host_id = release_value(host, "ID");
+  if (host_id.empty()) {
+    refuse_extension(image_name, source,
+                     "the host's os-release sets no ID, and systemd-sysext merges no extension then");
+  }
+
+  // Set, even to nothing, SYSEXT_SCOPE replaces the default scopes (system and portable).
+  if (const auto scope = release_field(extension, "SYSEXT_SCOPE")) {
+    const auto scopes = words(*scope);
     if (std::find(scopes.begin(), scopes.end(), "system") == scopes.end()) {
-      mismatch(image_name, source, "SYSEXT_SCOPE is " + quoted(scope) + ", which does not include 'system'");
+      refuse_extension(image_name, source, "SYSEXT_SCOPE is " + quoted(*scope) + ", which does not include 'system'");
     }
   }
 
   const std::string_view arch = release_value(extension, "ARCHITECTURE");
   if (!arch.empty() && arch != "_any" && arch != architecture) {
-    mismatch(image_name, source,
-             "ARCHITECTURE is " + quoted(arch) + ", the host's architecture is " + quoted(architecture));
+    refuse_extension(image_name, source,
+                     "ARCHITECTURE is " + quoted(arch) + ", the host's architecture is " + quoted(architecture));
   }
 
   const std::string_view id = release_value(extension, "ID");
-  const std::string_view host_id = release_value(host, "ID");
   if (id.empty()) {
-    mismatch(image_name, source, "ID is not set; it must be the host's ID " + quoted(host_id) + " or '_any'");
+    refuse_extension(image_name, source, "ID is not set; it must be the host's ID " + quoted(host_id) + " or '_any'");
   }
   if (id == "_any") {
     return;
@@ -102,9 +112,9 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
   const std::string_view host_id_like = release_value(host, "ID_LIKE");
   const auto like = words(host_id_like);
   if (id != host_id && std::find(like.begin(), like.end(), id) == like.end()) {
-    mismatch(image_name, source,
-             "ID is " + quoted(id) + ", the host's ID is " + quoted(host_id) +
-                 (host_id_like.empty() ? std::string() : " (ID_LIKE " + quoted(host_id_like) + ")"));
+    refuse_extension(image_name, source,
+                     "ID is " + quoted(id) + ", the host's ID is " + quoted(host_id) +
+                         (host_id_like.empty() ? std::string() : " (ID_LIKE " + quoted(host_id_like) + ")"));
   }
 
   const std::string_view host_version = release_value(host, "VERSION_ID");
@@ -115,21 +125,21 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
   const std::string_view level = release_value(extension, "SYSEXT_LEVEL");
   if (!host_level.empty() && !level.empty()) {
     if (level != host_level) {
-      mismatch(image_name, source,
-               "SYSEXT_LEVEL is " + quoted(level) + ", the host's SYSEXT_LEVEL is " + quoted(host_level));
+      refuse_extension(image_name, source,
+                       "SYSEXT_LEVEL is " + quoted(level) + ", the host's SYSEXT_LEVEL is " + quoted(host_level));
     }
     return;
   }
   if (!host_version.empty()) {
     const std::string_view version = release_value(extension, "VERSION_ID");
     if (version.empty()) {
-      mismatch(
+      refuse_extension(
           image_name, source,
           "VERSION_ID is not set (nor a SYSEXT_LEVEL the host has); the host's VERSION_ID is " + quoted(host_version));
     }
     if (version != host_version) {
-      mismatch(image_name, source,
-               "VERSION_ID is " + quoted(version) + ", the host's VERSION_ID is " + quoted(host_version));
+      refuse_extension(image_name, source,
+                       "VERSION_ID is " + quoted(version) + ", the host's VERSION_ID is " + quoted(host_version));
     }
   }
 }

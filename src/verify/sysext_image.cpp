@@ -1,18 +1,26 @@
 #include "hoist/verify/sysext_image.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "hoist/sys/detached_mount.hpp"
 #include "hoist/sys/loop_device.hpp"
+#include "hoist/sys/metadata.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 #include "hoist/verify/extension_release.hpp"
 
 namespace hoist {
@@ -34,16 +42,95 @@ bool valid_image_name(std::string_view name) {
   return name.find_first_of("/\n") == std::string_view::npos;
 }
 
+// systemd's parse_boolean(): false for 0, no, n, false, f, off in any case; the value ends at a NUL, as C reads it.
+bool is_false_boolean(std::string_view value) {
+  value = value.substr(0, value.find('\0'));
+  for (std::string_view word : {"0", "no", "n", "false", "f", "off"}) {
+    if (value.size() == word.size() && std::equal(value.begin(), value.end(), word.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == b;
+        })) {
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr std::string_view k_release_dir = "usr/lib/extension-release.d";
+constexpr std::string_view k_release_prefix = "extension-release.";
+constexpr std::string_view k_strict_xattr = "user.extension-release.strict";
+
+/// A release file that an image carries under another name, and the name.
+struct RenamedRelease {
+  Fd fd;
+  std::string path;
+};
+
+// systemd-sysext's fallback when an image has no release file of its own name (the image was renamed when it was
+// deployed): the one regular file extension-release.<valid name> whose author allowed that with the xattr
+// user.extension-release.strict set to a false boolean. Two such files are ambiguous, which systemd refuses.
+std::optional<RenamedRelease> find_renamed_release(const HostRoot& root, const std::string& shown) {
+  auto dir = root.open(k_release_dir, O_RDONLY | O_DIRECTORY);
+  if (!dir) {
+    return std::nullopt;
+  }
+  const int dirfd = dir->get();
+  Fd listing(::dup(dirfd));
+  DIR* stream = listing ? ::fdopendir(listing.get()) : nullptr;
+  if (stream == nullptr) {
+    throw Failure(system_message("list '" + shown + ":" + std::string(k_release_dir) + "'", errno));
+  }
+  listing.release();
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(stream, ::closedir);
+  std::optional<RenamedRelease> found;
+  while (const dirent* entry = ::readdir(stream)) {
+    const std::string_view name = entry->d_name;
+    if ((entry->d_type != DT_REG && entry->d_type != DT_UNKNOWN) || !name.starts_with(k_release_prefix) ||
+        !valid_image_name(name.substr(k_release_prefix.size()))) {
+      continue;
+    }
+    const std::string path = std::string(k_release_dir) + "/" + std::string(name);
+    Fd fd(::openat(dirfd, entry->d_name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    auto xattrs = read_xattrs(NodeRef{dirfd, entry->d_name, fd.get()}, shown + ":" + path);
+    if (!xattrs) {
+      throw Failure(xattrs.error().message);
+    }
+    const auto strict =
+        std::find_if(xattrs->begin(), xattrs->end(), [](const Xattr& xattr) { return xattr.name == k_strict_xattr; });
+    if (strict == xattrs->end() || !is_false_boolean(strict->value)) {
+      continue;
+    }
+    if (found) {
+      throw Error(ExitCode::verification, "sysext image '" + shown + "' has both '" + escaped(found->path) + "' and '" +
+                                              escaped(path) + "' marked " + std::string(k_strict_xattr) +
+                                              "=false: systemd-sysext refuses the ambiguity");
+    }
+    found = RenamedRelease{std::move(fd), path};
+  }
+  return found;
+}
+
 // Reads the release file inside an image whose root `root` resolves in.
 OsRelease read_release_in(const HostRoot& root, std::string_view image_name, const std::string& shown) {
-  const std::string release_path = extension_release_path(image_name);
-  auto fd = root.open(release_path, O_RDONLY | O_NOCTTY);
-  if (!fd) {
-    if (fd.error().errnum == ENOENT) {
-      throw Error(ExitCode::verification, "sysext image '" + shown + "' has no '" + release_path +
-                                              "': systemd-sysext would refuse it as extension '" +
-                                              std::string(image_name) + "'");
+  std::string release_path = extension_release_path(image_name);
+  auto fd = root.open(release_path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  if (!fd && fd.error().errnum == ENOENT) {
+    if (auto renamed = find_renamed_release(root, shown)) {
+      spdlog::info("sysext image '{}' has no '{}'; using '{}', which allows another name", shown, release_path,
+                   escaped(renamed->path));
+      fd = std::move(renamed->fd);
+      release_path = renamed->path;
+    } else {
+      throw Error(ExitCode::verification,
+                  "sysext image '" + shown + "' has no '" + release_path +
+                      "', nor another extension-release file marked " + std::string(k_strict_xattr) +
+                      "=false: systemd-sysext would refuse it as extension '" + std::string(image_name) + "'");
     }
+  }
+  if (!fd) {
     throw Failure(fd.error().message);
   }
   struct stat st {};
@@ -56,7 +143,7 @@ OsRelease read_release_in(const HostRoot& root, std::string_view image_name, con
     throw Error(ExitCode::verification,
                 "sysext image '" + shown + "' contains 'usr/lib/os-release', which systemd-sysext refuses");
   }
-  return parse_os_release(text);
+  return parse_os_release(text, shown + ":" + release_path);
 }
 
 }  // namespace

@@ -20,13 +20,16 @@ std::string native_architecture();
 std::string extension_release_path(std::string_view image_name);
 
 /// Checks an extension's release file against the host's os-release the way
-/// systemd-sysext does (extension_release_validate() in systemd's
-/// src/shared/extension-util.c), for the host scope `system`:
+/// systemd 252's systemd-sysext does (extension_release_validate() in its
+/// src/shared/extension-release.c, and the host checks of src/sysext/sysext.c),
+/// for the host scope `system`:
 ///
-/// 1. `SYSEXT_SCOPE`, when set, must list `system`;
+/// 0. the host's `ID` must be set: without one systemd-sysext merges nothing;
+/// 1. `SYSEXT_SCOPE`, when assigned (even `SYSEXT_SCOPE=`), must list `system`;
 /// 2. `ARCHITECTURE`, when set and not `_any`, must be `architecture`;
 /// 3. `ID` must be set: `_any` matches every host and ends the check; else it
-///    must be the host's `ID` or one of the words of its `ID_LIKE`;
+///    must be the host's `ID` or one of the words of its `ID_LIKE` (systemd 252
+///    compares `ID` only; newer systemd also `ID_LIKE`);
 /// 4. a host with neither `VERSION_ID` nor `SYSEXT_LEVEL` (a rolling release)
 ///    matches; else when both sides set `SYSEXT_LEVEL`, they must be equal;
 ///    else when the host sets `VERSION_ID`, the extension's `VERSION_ID` must
