@@ -176,3 +176,18 @@ def test_a_failed_refresh_fails_the_run_after_the_switch(host_root, tmp_path, sy
     result = upgrade(host_root, *sysext_args(tree, "1.0", "/etc/extensions/tools"), check=1)
     assert "failed to restart systemd-sysext.service: the job's result is 'failed'" in result.stderr
     assert state_of(host_root, "tools")["last_result"]["outcome"] == "failed"
+
+
+def test_a_renamed_release_file_allowed_by_its_xattr_is_checked_and_named(host_root, tmp_path):
+    # systemd-sysext takes extension-release.<other> when the image was renamed and the file's
+    # user.extension-release.strict is false; a mismatch names the file that was read.
+    tree = tmp_path / "tree"
+    release = tree / "usr/lib/extension-release.d/extension-release.other"
+    release.parent.mkdir(parents=True)
+    release.write_text("ID=fedora\nVERSION_ID=12\n")
+    os.setxattr(release, "user.extension-release.strict", b"0")
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, *sysext_args(tree, "1.0", "/etc/extensions/tools", "--dry-run"), check=5)
+    assert f"extension 'tools' does not match the host ({tree}:usr/lib/extension-release.d/" \
+           "extension-release.other): ID is 'fedora', the host's ID is 'debian'" in result.stderr
+    assert tree_manifest(host_root) == before

@@ -67,8 +67,9 @@ TEST_CASE("a directory's extension-release is read inside it, symlinks resolved 
   std::filesystem::create_symlink("/usr/lib/extension-release.d/real",
                                   image / "usr/lib/extension-release.d/extension-release.tools");
   const auto release = hoist::read_extension_release(Payload::open(image), SysextImageType::directory, "tools");
-  CHECK(hoist::release_value(release, "ID") == "debian");
-  CHECK(hoist::release_value(release, "VERSION_ID") == "12");
+  CHECK(hoist::release_value(release.fields, "ID") == "debian");
+  CHECK(hoist::release_value(release.fields, "VERSION_ID") == "12");
+  CHECK(release.path == "usr/lib/extension-release.d/extension-release.tools");
 
   // The release file must be the one named after the extension.
   CHECK(exit_and_message([&] {
@@ -113,8 +114,9 @@ TEST_CASE("a release file under another name counts only when its xattr allows i
   const auto read = [&] {
     std::string id;
     std::string result = exit_and_message([&] {
-      id = hoist::release_value(
-          hoist::read_extension_release(Payload::open(image), SysextImageType::directory, "tools"), "ID");
+      const auto release = hoist::read_extension_release(Payload::open(image), SysextImageType::directory, "tools");
+      id = std::string(hoist::release_value(release.fields, "ID")) + " from " +
+           release.path.substr(release.path.rfind('/') + 1);
     });
     return result == "ok" ? result + " " + id : result;
   };
@@ -131,7 +133,7 @@ TEST_CASE("a release file under another name counts only when its xattr allows i
   for (const char* value : {"0", "no", "N", "FALSE", "f", "Off"}) {
     CAPTURE(value);
     strict("extension-release.other", value);
-    CHECK(read() == "ok debian");
+    CHECK(read() == "ok debian from extension-release.other");
   }
   // A second one is ambiguous; one that is no regular file, or whose name is no valid image name, does not count.
   write_text(release_dir / "extension-release.third", "ID=fedora\n");
@@ -146,8 +148,8 @@ TEST_CASE("a release file under another name counts only when its xattr allows i
   std::filesystem::create_directory(release_dir / "extension-release.dir");
   write_text(release_dir / "extension-release..hidden", "ID=fedora\n");
   strict("extension-release..hidden", "0");
-  CHECK(read() == "ok debian");
+  CHECK(read() == "ok debian from extension-release.other");
   // The file of the extension's own name wins, whatever the others say.
   write_text(release_dir / "extension-release.tools", "ID=arch\n");
-  CHECK(read() == "ok arch");
+  CHECK(read() == "ok arch from extension-release.tools");
 }

@@ -114,7 +114,7 @@ std::optional<RenamedRelease> find_renamed_release(const HostRoot& root, const s
 }
 
 // Reads the release file inside an image whose root `root` resolves in.
-OsRelease read_release_in(const HostRoot& root, std::string_view image_name, const std::string& shown) {
+ExtensionRelease read_release_in(const HostRoot& root, std::string_view image_name, const std::string& shown) {
   std::string release_path = extension_release_path(image_name);
   auto fd = root.open(release_path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
   if (!fd && fd.error().errnum == ENOENT) {
@@ -143,7 +143,7 @@ OsRelease read_release_in(const HostRoot& root, std::string_view image_name, con
     throw Error(ExitCode::verification,
                 "sysext image '" + shown + "' contains 'usr/lib/os-release', which systemd-sysext refuses");
   }
-  return parse_os_release(text, shown + ":" + release_path);
+  return {parse_os_release(text, shown + ":" + release_path), release_path};
 }
 
 }  // namespace
@@ -203,7 +203,7 @@ std::string sysext_image_name(std::string_view destination, SysextImageType type
   return name;
 }
 
-OsRelease read_extension_release(const Payload& payload, SysextImageType type, std::string_view image_name) {
+ExtensionRelease read_extension_release(const Payload& payload, SysextImageType type, std::string_view image_name) {
   const std::string shown = payload.path().string();
   if (type == SysextImageType::directory) {
     auto root = HostRoot::open(payload.path());
@@ -236,10 +236,10 @@ OsRelease read_extension_release(const Payload& payload, SysextImageType type, s
 void verify_sysext_payload(const HostRoot& root, const Payload& payload, std::string_view destination) {
   const SysextImageType type = detect_sysext_image(payload);
   const std::string name = sysext_image_name(destination, type);
-  const OsRelease extension = read_extension_release(payload, type, name);
+  const ExtensionRelease extension = read_extension_release(payload, type, name);
   const OsRelease host = read_host_os_release(root);
-  check_extension_release(host, extension, name, native_architecture(),
-                          payload.path().string() + ":" + extension_release_path(name));
+  check_extension_release(host, extension.fields, name, native_architecture(),
+                          payload.path().string() + ":" + extension.path);
   spdlog::debug("extension '{}' ({}) matches the host's os-release", name, to_string(type));
 }
 

@@ -27,15 +27,24 @@ std::string_view to_string(SysextImageType type);
 /// not fit the payload's type, or is not a valid image name.
 std::string sysext_image_name(std::string_view destination, SysextImageType type);
 
+/// An extension's release file: its fields, and the path it was read from inside the image.
+struct ExtensionRelease {
+  OsRelease fields;
+  std::string path;  ///< `usr/lib/extension-release.d/extension-release.<name>`, or the file used in its place
+};
+
 /// The extension-release of a sysext payload, read from inside it:
 /// `usr/lib/extension-release.d/extension-release.<image_name>`, resolved
-/// inside the image (its symlinks cannot leave it). An image file is mounted
-/// read-only on a loop device, detached from every mount table, for as long as
-/// the read takes. Throws hoist::Error(verification) when the image has no
-/// such file, or carries `usr/lib/os-release` (which systemd-sysext refuses:
-/// an extension must not replace the host's identity); hoist::Failure when the
-/// image cannot be mounted.
-OsRelease read_extension_release(const Payload& payload, SysextImageType type, std::string_view image_name);
+/// inside the image (its symlinks cannot leave it); when there is none, the one
+/// regular `extension-release.<other name>` there whose xattr
+/// `user.extension-release.strict` is a false boolean, as systemd-sysext does
+/// for a renamed image. An image file is mounted read-only on a loop device,
+/// detached from every mount table, for as long as the read takes. Throws
+/// hoist::Error(verification) when the image has no such file (or two of the
+/// other kind), carries `usr/lib/os-release` (which systemd-sysext refuses: an
+/// extension must not replace the host's identity), or a release file systemd
+/// would refuse to parse; hoist::Failure when the image cannot be mounted.
+ExtensionRelease read_extension_release(const Payload& payload, SysextImageType type, std::string_view image_name);
 
 /// The verification of a sysext payload before anything on the host changes:
 /// its extension-release against the host's os-release, as systemd-sysext
