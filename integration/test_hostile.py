@@ -322,7 +322,7 @@ def test_a_manifest_with_a_number_out_of_range_is_bad_input(installed, tmp_path)
     manifest.write_text('{"schema": 1e400, "components": []}')
     before = manifest_without(installed, *MAY_CHANGE)
     result = upgrade(installed, "--manifest", manifest, check=2)
-    assert f"invalid manifest '{manifest}': [json.exception.out_of_range.406] number overflow" in result.stderr
+    assert f"invalid manifest '{manifest}': a number is out of range" in result.stderr
     assert manifest_without(installed, *MAY_CHANGE) == before
 
 

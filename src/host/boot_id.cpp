@@ -9,7 +9,7 @@ namespace hoist {
 std::string read_boot_id(const HostRoot& root) {
   constexpr const char* k_path = "/proc/sys/kernel/random/boot_id";
   std::string text;
-  if (auto fd = root.open(k_path, O_RDONLY); fd) {
+  if (auto fd = root.open(k_path, k_read_flags); fd) {
     if (auto read = read_fd(fd->get(), root.display(k_path), 4096)) {
       text = *read;
     }

@@ -10,6 +10,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
 #include "hoist/util/text.hpp"
+#include "strict_json.hpp"
 
 namespace hoist {
 
@@ -19,58 +20,6 @@ namespace {
 
 // Manifests are small; a bigger file is a mistake, not a manifest.
 constexpr size_t k_max_manifest_bytes = 1U << 20U;
-
-// nlohmann keeps the last of duplicate keys silently; a manifest where a key
-// appears twice is ambiguous, so the parser callback tracks the key path and
-// refuses it.
-class DuplicateKeyCheck {
- public:
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        start_element();
-        m_frames.push_back({event == json::parse_event_t::object_start, {}, {}, -1});
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end: m_frames.pop_back(); break;
-      case json::parse_event_t::key: {
-        Frame& frame = m_frames.back();
-        frame.key = parsed.get<std::string>();
-        if (!frame.keys.insert(frame.key).second) {
-          m_duplicate = path() + ": duplicate key";
-          throw std::runtime_error(m_duplicate);
-        }
-        break;
-      }
-      case json::parse_event_t::value: start_element(); break;
-    }
-    return true;
-  }
-  [[nodiscard]] const std::string& duplicate() const { return m_duplicate; }
-
- private:
-  struct Frame {
-    bool object;
-    std::set<std::string> keys;
-    std::string key;
-    long index;
-  };
-  void start_element() {
-    if (!m_frames.empty() && !m_frames.back().object) {
-      ++m_frames.back().index;
-    }
-  }
-  [[nodiscard]] std::string path() const {
-    std::string result = "$";
-    for (const Frame& frame : m_frames) {
-      result += frame.object ? "." + frame.key : "[" + std::to_string(frame.index) + "]";
-    }
-    return result;
-  }
-  std::vector<Frame> m_frames;
-  std::string m_duplicate;
-};
 
 // Typed, strict access to one JSON object at a key path.
 class ObjectReader {
@@ -183,22 +132,11 @@ std::filesystem::path container_path(const std::filesystem::path& base, const st
 
 Manifest parse_manifest(std::string_view text, const std::filesystem::path& path) {
   const std::string file = path.string();
-  DuplicateKeyCheck duplicates;
-  json document;
-  try {
-    document = json::parse(text, std::ref(duplicates));
-  } catch (const json::parse_error& e) {
-    // nlohmann's message already says where: "parse error at line 3, column 5: ...".
-    throw UsageError("invalid manifest '" + file + "': " + e.what());
-  } catch (const std::runtime_error&) {
-    if (duplicates.duplicate().empty()) {
-      throw;
-    }
-    throw UsageError("invalid manifest '" + file + "': " + duplicates.duplicate());
-  } catch (const json::exception& e) {
-    // Not only syntax: a number past double's range (1e400) is out_of_range (found by fuzz/manifest.cpp).
-    throw UsageError("invalid manifest '" + file + "': " + e.what());
+  auto parsed = parse_strict_json(text);
+  if (!parsed) {
+    throw UsageError("invalid manifest '" + file + "': " + parsed.error().message);
   }
+  const json document = std::move(*parsed);
 
   const ObjectReader top(document, "$", file, {"schema", "version", "version_scheme", "components"});
   const auto schema = document.find("schema");

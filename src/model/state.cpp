@@ -13,6 +13,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
 #include "hoist/util/text.hpp"
+#include "strict_json.hpp"
 
 namespace hoist {
 
@@ -119,12 +120,12 @@ std::string to_json_text(const ComponentState& state) {
 
 ComponentState parse_state(std::string_view text, std::string_view source) {
   const std::string where = "corrupt state file '" + std::string(source) + "'";
-  json document;
-  try {
-    document = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number such as 1e400
-    throw Failure(where + ": " + e.what());
+  // Duplicate keys are refused as in a manifest: which of two "current" fields would be the truth?
+  auto parsed = parse_strict_json(text);
+  if (!parsed) {
+    throw Failure(where + ": " + parsed.error().message);
   }
+  const json document = std::move(*parsed);
   const Reader top(document, where);
   const json& schema = top.any("schema");
   if (!schema.is_number_integer()) {
@@ -201,9 +202,11 @@ std::vector<std::string> StateStore::components() const {
     if (name == "." || name == ".." || name.front() == '.') {
       continue;
     }
+    // Any state.json counts, whatever its type: load() refuses a symlink, a FIFO or a
+    // directory there as corruption, which must be reported, not taken for "nothing installed".
     struct stat st {};
     const std::string state_file = name + "/" + std::string(k_state_file);
-    if (::fstatat(dirfd, state_file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+    if (::fstatat(dirfd, state_file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
       names.push_back(name);
     }
   }
@@ -216,14 +219,23 @@ std::optional<ComponentState> StateStore::load(std::string_view component) const
   validate_component_name(component);
   const std::string path = join(component_dir(component), k_state_file);
   const std::string shown = m_root.display(path);
-  auto fd = m_root.open(path, O_RDONLY, Follow::no);
+  // hoist's own file: never followed out of the state directory (O_NOFOLLOW), and a FIFO
+  // put there cannot hang the run while it holds the lock (k_read_flags, then read_fd's check).
+  auto fd = m_root.open(path, k_read_flags, Follow::no);
   if (!fd) {
     if (fd.error().errnum == ENOENT) {
       return std::nullopt;
     }
+    if (fd.error().errnum == ELOOP) {
+      throw Failure("failed to read '" + shown + "': it is a symbolic link, not a regular file");
+    }
     throw Failure(fd.error().message);
   }
-  ComponentState state = parse_state(read_fd(fd->get(), shown).value(), shown);
+  auto text = read_fd(fd->get(), shown);
+  if (!text) {
+    throw Failure(text.error().message);
+  }
+  ComponentState state = parse_state(*text, shown);
   if (state.component != component) {
     throw Failure("corrupt state file '" + shown + "': it names component '" + state.component + "'");
   }

@@ -15,11 +15,24 @@ namespace {
 std::string quoted(std::string_view display) { return "'" + std::string(display) + "'"; }
 }  // namespace
 
+std::string_view file_type_name(mode_t mode) noexcept {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFLNK: return "a symbolic link";
+    default: return "of an unknown type";
+  }
+}
+
 Expected<std::string> read_file_at(int dirfd, const std::string& relpath, std::string_view display, size_t max_bytes) {
   if (relpath.find('\0') != std::string::npos) {  // as a C string it would name another file
     return SysError{"failed to open " + quoted(escaped(display)) + ": the path contains a NUL character", EINVAL};
   }
-  Fd fd(::openat(dirfd, relpath.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  Fd fd(::openat(dirfd, relpath.c_str(), k_read_flags));
   if (!fd) {
     return sys_error("open " + quoted(display));
   }
@@ -27,6 +40,16 @@ Expected<std::string> read_file_at(int dirfd, const std::string& relpath, std::s
 }
 
 Expected<std::string> read_fd(int fd, std::string_view display, size_t max_bytes) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return sys_error("stat " + quoted(display));
+  }
+  // Only a regular file has an end: a FIFO, a socket or a device would block or never end.
+  if (!S_ISREG(st.st_mode)) {
+    return SysError{"failed to read " + quoted(display) + ": it is " + std::string(file_type_name(st.st_mode)) +
+                        ", not a regular file",
+                    EINVAL};
+  }
   std::string data;
   char buffer[65536];
   for (;;) {

@@ -37,22 +37,7 @@ std::string in_quotes(std::string_view text) {
 /// Reads a whole input file, a path in the container that the user named. Every
 /// failure is bad input: UsageError naming the path.
 std::string read_input_file(const std::filesystem::path& path, std::size_t max_bytes) {
-  const std::string name = path.string();
-  // O_NONBLOCK so that a FIFO named by mistake cannot hang the open; it is refused below.
-  Fd fd(::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!fd) {
-    const int err = errno;
-    throw UsageError(system_message("open " + in_quotes(name), err));
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    const int err = errno;
-    throw UsageError(system_message("stat " + in_quotes(name), err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    throw UsageError("failed to read " + in_quotes(name) + ": not a regular file");
-  }
-  auto data = read_fd(fd.get(), name, max_bytes);
+  auto data = read_file_at(AT_FDCWD, path.string(), path.string(), max_bytes);
   if (!data) {
     throw UsageError(data.error().message);
   }

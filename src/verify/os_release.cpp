@@ -149,7 +149,7 @@ class Assignments {
 };
 
 std::optional<std::string> read_inside(const HostRoot& root, const char* path, int& errnum) {
-  auto fd = root.open(path, O_RDONLY);
+  auto fd = root.open(path, k_read_flags);
   if (!fd) {
     errnum = fd.error().errnum;
     return std::nullopt;
