@@ -124,6 +124,51 @@ def test_a_duplicate_key_in_the_state_file_is_corruption(host_root, tmp_path):
     assert manifest_without(host_root, "run/hoist") == before
 
 
+# ---- option values ----
+
+@pytest.mark.parametrize("args, option, shown", [
+    # An empty variable in a Plan's args: CLI11 took the next word as the value.
+    (["--restart=", "--dry-run"], "--restart", "an empty value is not allowed"),
+    (["--keep=", "--dry-run"], "--keep", "an empty value is not allowed"),
+    (["--reboot=", "--dry-run"], "--reboot", "an empty value is not allowed"),
+    (["--dry-run", "--restart="], "--restart", "an empty value is not allowed"),
+    (["--restart", "--dry-run"], "--restart", "'--dry-run' looks like an option, not a value"),
+    (["--destination", "-", "--dry-run"], "--destination", "'-' looks like an option, not a value"),
+    (["--dry-run", "--restart", ""], "--restart", "an empty value is not allowed"),
+    (["--dry-run", "--threads", "-1"], "--threads", "'-1' looks like an option, not a value"),
+    (["--dry-run", "--sha256sums=-x"], "--sha256sums", "'-x' looks like an option, not a value"),
+])
+def test_an_empty_or_dash_value_is_refused_naming_the_option(host_root, tmp_path, args, option, shown):
+    before = tree_manifest(host_root)
+    # `--restart= --dry-run` installed for real with the old binary (and then failed on the restart).
+    result = upgrade(host_root, *tree_component(tmp_path), *args, check=2)
+    assert f"hoist: {option}: {shown}" in result.stderr
+    assert tree_manifest(host_root) == before
+
+
+@pytest.mark.parametrize("argv, option, shown", [
+    (["--state-dir=", "status"], "--state-dir", "an empty value is not allowed"),
+    (["--state-dir", "--lock-file=/x", "status"], "--state-dir", "'--lock-file=/x' looks like an option"),
+    (["status", "--state-dir="], "--state-dir", "an empty value is not allowed"),
+    (["--lock-timeout", "-5", "status"], "--lock-timeout", "'-5' looks like an option, not a value"),
+    (["rollback", "--component=", "--to", "1.0.0"], "--component", "an empty value is not allowed"),
+    (["rollback", "--component", "--to", "1.0.0"], "--component", "'--to' looks like an option, not a value"),
+    (["prepare", "--", "-plan"], "PLAN", "'-plan' looks like an option, not a value"),
+    (["prepare", ""], "PLAN", "an empty value is not allowed"),
+])
+def test_every_command_refuses_empty_and_dash_values(host_root, argv, option, shown):
+    before = tree_manifest(host_root)
+    result = run_hoist(*argv, "--host-root", host_root, check=2)
+    assert f"hoist: {option}: " in result.stderr and shown in result.stderr
+    assert tree_manifest(host_root) == before
+
+
+def test_a_refused_log_format_value_is_named_not_taken_for_a_missing_command(host_root):
+    result = run_hoist("--log-format=", "status", "--host-root", host_root, check=2)
+    assert "hoist: --log-format: " in result.stderr
+    assert "unknown command" not in result.stderr
+
+
 # ---- parse errors never quote the file ----
 
 SECRETS = {

@@ -45,12 +45,53 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
   app.add_flag("-v,--verbose", options.verbosity, "more detail (-vv for trace)");
 }
 
+// CLI11 takes the next word as the value of `--opt=` (an empty value): `--restart= --dry-run` (an empty variable in a
+// Plan's args) restarted a unit named "--dry-run" and installed for real. No hoist option takes an empty value, and
+// none takes a negative number, so a value that starts with '-' is a flag swallowed by mistake.
+std::string refuse_empty_or_option_like(const std::string& value) {
+  if (value.empty()) {
+    return "an empty value is not allowed";
+  }
+  if (value.front() == '-') {
+    return "'" + escaped(value) + "' looks like an option, not a value";
+  }
+  return "";
+}
+
+// `--opt=` is an empty value, whatever follows: CLI11 would take the next word instead (`--state-dir= status` made
+// "status" the state directory). Throws CLI::ValidationError naming the option; words after `--` are operands.
+void refuse_empty_assignments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word == "--") {
+      return;
+    }
+    if (word.starts_with("--") && word.find('=') == word.size() - 1) {
+      throw CLI::ValidationError(std::string(word.substr(0, word.size() - 1)), "an empty value is not allowed");
+    }
+  }
+}
+
+// Puts that check first on every option that takes a value (flags take none), in `app` and its subcommands.
+void check_every_value(CLI::App& app) {
+  const CLI::Validator value_text(refuse_empty_or_option_like, "", "");
+  for (CLI::Option* option : app.get_options({})) {
+    if (option->get_type_size() != 0) {
+      option->transform(value_text);  // transform(): inserted before the option's own checks and conversions
+    }
+  }
+  for (CLI::App* subcommand : app.get_subcommands({})) {
+    check_every_value(*subcommand);
+  }
+}
+
 // CLI11 says only "A subcommand is required" for `hoist upgarde`; name the word.
 std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
   const auto subcommands = app.get_subcommands({});
   const bool no_subcommand =
       std::none_of(subcommands.begin(), subcommands.end(), [](const CLI::App* sub) { return sub->parsed(); });
-  if (!no_subcommand) {
+  // A refused value (`--log-format= status` takes "status" as the format) is the error, not a missing command.
+  if (!no_subcommand || dynamic_cast<const CLI::ValidationError*>(&error) != nullptr) {
     return error.what();
   }
   for (int i = 1; i < argc; ++i) {
@@ -124,8 +165,10 @@ int main(int argc, char** argv) {
   for (auto& command : commands) {
     by_subcommand[command->add_to(app)] = command.get();
   }
+  check_every_value(app);
 
   try {
+    refuse_empty_assignments(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
