@@ -1,6 +1,7 @@
 """`hoist prepare` against the fake API server: the scenarios of issue 5, driven
 through the real static binary."""
 
+import os
 import socket
 import time
 
@@ -8,8 +9,9 @@ import pytest
 
 pytest.register_assert_rewrite("prepare_harness")  # before its import: it is also a plugin
 
+from conftest import SANITIZER_ENV, run_recorded
 from fake_apiserver import NODE_API, PLAN_API, Cluster, FakeApiServer, free_port, make_pki, write_kubeconfig
-from prepare_harness import (NAMESPACE, SERVER_PLAN, can_fake_service_account, make_service_account,
+from prepare_harness import (HOIST_BIN, NAMESPACE, SERVER_PLAN, can_fake_service_account, make_service_account,
                              put_server_plan, rotate_token_file, start_prepare, start_prepare_in_cluster, suc,
                              wait_for_watches)
 
@@ -298,6 +300,94 @@ def test_kubeconfig_with_insecure_skip_is_refused(server, pki, tmp_path):
     prepare = start_prepare(SERVER_PLAN, kubeconfig=config)
     assert prepare.wait() == 2
     assert "insecure-skip-tls-verify is set; hoist always verifies" in prepare.stderr
+
+
+# ---- the kubeconfig read strictly: no server is needed, every case is refused before a connection ----
+
+def offline_kubeconfig(tmp_path, pki, **kwargs):
+    return write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{free_port()}", pki["ca"], **kwargs)
+
+
+def prepare_limited(config, memory=512 << 20):
+    """prepare under an address-space limit, so that a parser that blows up fails fast instead of eating the
+    machine (the old binary grew to gigabytes on ten lines of aliases)."""
+    return run_recorded(["prlimit", f"--as={memory}", HOIST_BIN, "prepare", SERVER_PLAN, "--timeout", "2",
+                         "--kubeconfig", str(config)], capture_output=True, text=True, timeout=60,
+                        env={"PATH": "/usr/bin:/bin", **SANITIZER_ENV})
+
+
+def test_a_kubeconfig_alias_bomb_is_refused_at_once_in_bounded_memory(tmp_path, pki):
+    config = offline_kubeconfig(tmp_path, pki, token="token-1")
+    bomb = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    bomb += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    config.write_text("\n".join(bomb) + "\n" + config.read_text())
+    result = prepare_limited(config)
+    assert result.returncode == 2, result
+    assert f"failed to parse '{config}' line 1 column 5: an anchor (&name): kubeconfigs have none, refused" \
+        in result.stderr
+
+
+def test_a_kubeconfig_alias_is_refused_naming_the_line(tmp_path, pki):
+    config = offline_kubeconfig(tmp_path, pki, token="token-1")
+    config.write_text(config.read_text() + "extra: *undefined\n")
+    line = config.read_text().count("\n")
+    result = prepare_limited(config)
+    assert result.returncode == 2, result
+    assert f"failed to parse '{config}' line {line} column 8: an alias (*name): kubeconfigs have none, refused" \
+        in result.stderr
+
+
+def test_a_duplicate_key_in_a_kubeconfig_is_refused_naming_the_line(tmp_path, pki):
+    config = offline_kubeconfig(tmp_path, pki, token="token-1")
+    text = config.read_text()
+    # Which context is current? Last wins in a lenient parser; kubectl refuses it too.
+    config.write_text(text + "current-context: other\n")
+    line = text.count("\n") + 1
+    result = prepare_limited(config)
+    assert result.returncode == 2, result
+    assert f"failed to parse '{config}' line {line} column 1: duplicate key" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["yes", "Yes", "YES", "on", "On", "ON", "y", "Y", "True", "TRUE"])
+def test_insecure_skip_tls_verify_is_read_as_kubectl_reads_yaml(tmp_path, pki, value):
+    config = offline_kubeconfig(tmp_path, pki, token="token-1")
+    config.write_text(config.read_text().replace("    server:", f"    insecure-skip-tls-verify: {value}\n    server:"))
+    result = prepare_limited(config)
+    # The old binary compared with "true" only and went on to connect, skipping nothing but trusting the flag off.
+    assert result.returncode == 2, result
+    assert f"kubeconfig '{config}': insecure-skip-tls-verify is set; hoist always verifies" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["false", "no", "off", "N", "~"])
+def test_insecure_skip_tls_verify_false_in_any_spelling_is_accepted(tmp_path, pki, value):
+    config = offline_kubeconfig(tmp_path, pki, token="token-1")
+    config.write_text(config.read_text().replace("    server:", f"    insecure-skip-tls-verify: {value}\n    server:"))
+    result = prepare_limited(config)
+    assert result.returncode == 1, result  # read, then the unreachable server at the timeout
+    assert "insecure-skip-tls-verify" not in result.stderr
+
+
+def test_insecure_skip_tls_verify_that_is_not_a_boolean_is_refused(tmp_path, pki):
+    config = offline_kubeconfig(tmp_path, pki, token="token-1")
+    config.write_text(config.read_text().replace("    server:", "    insecure-skip-tls-verify: maybe\n    server:"))
+    result = prepare_limited(config)
+    assert result.returncode == 2, result
+    assert f"kubeconfig '{config}': insecure-skip-tls-verify: expected true or false" in result.stderr
+
+
+@pytest.mark.parametrize("what", ["kubeconfig", "tokenFile", "certificate-authority"])
+def test_a_kubeconfig_input_that_is_a_fifo_is_refused_at_once(tmp_path, pki, what):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    if what == "kubeconfig":
+        config = fifo
+    elif what == "tokenFile":
+        config = offline_kubeconfig(tmp_path, pki, token_file=fifo)
+    else:
+        config = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{free_port()}", fifo, token="token-1")
+    result = prepare_limited(config)  # the old binary blocked in open(2) until the 60 s timeout
+    assert result.returncode == 2, result
+    assert f"failed to read '{fifo}': it is a FIFO, not a regular file" in result.stderr
 
 
 @pytest.mark.parametrize("field, value", [

@@ -26,6 +26,44 @@ TEST_CASE("JSON is YAML too", "[yaml]") {
   CHECK((*doc)["clusters"][0]["name"] == "a");
 }
 
+TEST_CASE("YAML anchors, aliases and duplicate keys are refused with their line and column", "[yaml]") {
+  const auto anchor = hoist::parse_yaml("a: 1\nb: &x [1, 2]\nc: *x\n", "conf");
+  REQUIRE_FALSE(anchor.has_value());
+  CHECK(anchor.error().message == "failed to parse 'conf' line 2 column 4: an anchor (&name): kubeconfigs have none, refused");
+  const auto alias = hoist::parse_yaml("a: 1\nc: [*x]\n", "conf");
+  REQUIRE_FALSE(alias.has_value());
+  CHECK(alias.error().message == "failed to parse 'conf' line 2 column 5: an alias (*name): kubeconfigs have none, refused");
+  const auto alias_key = hoist::parse_yaml("a: 1\n*x : 2\n", "conf");
+  REQUIRE_FALSE(alias_key.has_value());
+  CHECK(alias_key.error().message == "failed to parse 'conf' line 2 column 1: an alias (*name): kubeconfigs have none, refused");
+  const auto duplicate = hoist::parse_yaml("a: 1\nb:\n  c: 1\n  c: 2\n", "conf");
+  REQUIRE_FALSE(duplicate.has_value());
+  CHECK(duplicate.error().message == "failed to parse 'conf' line 4 column 3: duplicate key");
+  const auto complex_key = hoist::parse_yaml("? [a]\n: 1\n", "conf");
+  REQUIRE_FALSE(complex_key.has_value());
+  CHECK(complex_key.error().message == "failed to parse 'conf' line 1 column 3: a mapping key is not a string");
+}
+
+TEST_CASE("an empty YAML text is null and only the first document is read", "[yaml]") {
+  CHECK(hoist::parse_yaml("", "t").value().is_null());
+  CHECK(hoist::parse_yaml("a: 1\n---\nb: 2\n", "t").value() == json::parse(R"({"a": "1"})"));
+}
+
+TEST_CASE("YAML 1.1 booleans are read as go-yaml v2 (kubectl) reads a plain scalar", "[yaml]") {
+  for (const char* word : {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"}) {
+    CHECK(hoist::yaml_true(word));
+    CHECK_FALSE(hoist::yaml_false(word));
+  }
+  for (const char* word : {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"}) {
+    CHECK(hoist::yaml_false(word));
+    CHECK_FALSE(hoist::yaml_true(word));
+  }
+  for (const char* word : {"", "1", "0", "yES", "tRUE", "enabled", "t"}) {
+    CHECK_FALSE(hoist::yaml_true(word));
+    CHECK_FALSE(hoist::yaml_false(word));
+  }
+}
+
 TEST_CASE("base64 decoding drops padding and whitespace and refuses garbage", "[base64]") {
   CHECK(hoist::base64_decode("aG9p\nc3Q=", "x").value() == "hoist");
   CHECK(hoist::base64_decode("aG9pc3Qh", "x").value() == "hoist!");

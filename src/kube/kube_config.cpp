@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,15 @@ constexpr std::size_t k_max_config_bytes = 4U << 20U;
 
 Expected<std::string> read_small_file(const std::filesystem::path& path) {
   return read_file_at(AT_FDCWD, path.string(), path.string(), k_max_config_bytes);
+}
+
+// A file that a kubeconfig or --kubeconfig names: any failure to read it is bad input (exit 2).
+std::string read_input_file(const std::filesystem::path& path) {
+  auto text = read_small_file(path);
+  if (!text) {
+    throw UsageError(text.error().message);
+  }
+  return std::move(*text);
 }
 
 std::string strip_newlines(std::string token) {
@@ -84,7 +94,7 @@ std::string pem_field(const nlohmann::json& object, const std::string& field, co
     return base64_decode(data, source + " " + field + "-data").value();
   }
   if (const std::string file = string_field(object, field.c_str(), source); !file.empty()) {
-    return read_small_file(relative_to(base, file)).value();
+    return read_input_file(relative_to(base, file));
   }
   return {};
 }
@@ -98,7 +108,11 @@ BearerToken::~BearerToken() {
 std::shared_ptr<BearerToken> BearerToken::from_file(const std::filesystem::path& file) {
   auto text = read_small_file(file);
   if (!text) {
-    throw Failure("failed to read the bearer token: " + text.error().message);
+    const std::string message = "failed to read the bearer token: " + text.error().message;
+    if (text.error().errnum == EINVAL) {  // not a regular file (a FIFO, a directory): a wrong path given
+      throw UsageError(message);
+    }
+    throw Failure(message);
   }
   std::string token = strip_newlines(std::move(*text));
   if (has_control_character(token)) {  // it goes into an HTTP header; the message never quotes it
@@ -227,8 +241,12 @@ KubeConfig KubeConfig::in_cluster(const SucContext& suc) {
 
 KubeConfig KubeConfig::from_kubeconfig(const std::filesystem::path& file) {
   const std::string source = "kubeconfig '" + file.string() + "'";
-  const auto text = read_small_file(file).value();
-  const nlohmann::json config = parse_yaml(text, file.string()).value();
+  const auto text = read_input_file(file);
+  auto parsed = parse_yaml(text, file.string());
+  if (!parsed) {
+    throw UsageError(parsed.error().message);
+  }
+  const nlohmann::json config = std::move(*parsed);
   if (!config.is_object()) {
     throw UsageError(source + ": not a kubeconfig");
   }
@@ -245,7 +263,12 @@ KubeConfig KubeConfig::from_kubeconfig(const std::filesystem::path& file) {
 
   KubeConfig result;
   parse_server_url(string_field(cluster, "server", source), source, result.host, result.port);
-  if (const auto insecure = string_field(cluster, "insecure-skip-tls-verify", source); insecure == "true") {
+  // kubectl reads YAML 1.1: `yes`, `on` and `Y` are true as much as `true` is.
+  if (const auto insecure = string_field(cluster, "insecure-skip-tls-verify", source);
+      !insecure.empty() && !yaml_false(insecure)) {
+    if (!yaml_true(insecure)) {
+      throw UsageError(source + ": insecure-skip-tls-verify: expected true or false");
+    }
     throw UsageError(source + ": insecure-skip-tls-verify is set; hoist always verifies the API server's certificate");
   }
   if (!string_field(cluster, "tls-server-name", source).empty() ||
