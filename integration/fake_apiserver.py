@@ -154,6 +154,7 @@ class Cluster:
         self.rbac = None           # None: allow all; else a list of rules (see authorize)
         self.forbidden = set()     # (verb, resource) pairs answered 403
         self.fail_next = []        # statuses to answer the next requests with
+        self.raw_next = []         # raw bytes to answer the next requests with (then the connection closes)
         self.gone_as_event = True  # 410 on watch as an ERROR event (the real server's way) or as the status
         self.bookmark_interval = 1.0
         self.chunk_split = 0       # >0: write each watch event in chunks of that many bytes
@@ -353,7 +354,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with cluster.lock:
             cluster.requests.append(entry)
             injected = cluster.fail_next.pop(0) if cluster.fail_next else None
+            raw = cluster.raw_next.pop(0) if cluster.raw_next and not injected else None
             token_ok = token in cluster.tokens
+        if raw is not None:
+            entry["status"] = "raw"
+            self.close_connection = True
+            self.wfile.write(raw)
+            self.wfile.flush()
+            return None
         if injected:
             entry["status"] = injected
             return self._send_json(injected, _status(injected, "InternalError", f"injected failure {injected}"))

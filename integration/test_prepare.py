@@ -429,3 +429,34 @@ def test_node_list_follows_a_changed_plan_selector(cluster, kubeconfig):
     assert prepare.wait() == 0, prepare.stderr
     assert "5/5 nodes done" in prepare.stderr
     assert cluster.get(NODE_API, "a1")["metadata"]["labels"][LABEL] == latest_hash
+
+
+# ---- HTTP framing read strictly: each malformed answer is named, then retried like any failed request ----
+
+@pytest.mark.parametrize("raw, error", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n{}", "bad Content-Length '-1'"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}", "bad Content-Length '+2'"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length:  2 2\r\n\r\n{}", "bad Content-Length '2 2'"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n{}",
+     "Content-Length of more than 18 digits"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{} ", "two different Content-Length headers"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+     "both Content-Length and Transfer-Encoding"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+     "two Transfer-Encoding headers"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n{}\r\n0\r\n\r\n", "bad chunk size '-1'"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+2\r\n{}\r\n0\r\n\r\n", "bad chunk size '+2'"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\n{}\r\n0\r\n\r\n", "bad chunk size '0x2'"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n{}\r\n0\r\n\r\n",
+     "chunk size of more than 15 hex digits"),
+    (b"HTTP/1.1 +20 OK\r\nContent-Length: 2\r\n\r\n{}", "bad status line 'HTTP/1.1 +20 OK'"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n{}", "bad header line"),
+])
+def test_malformed_http_framing_is_refused_and_retried(cluster, kubeconfig, raw, error):
+    put_server_plan(cluster)
+    suc(cluster, concurrency=3, job_seconds=0.1).start().join()
+    cluster.raw_next = [raw]
+    prepare = start_prepare(SERVER_PLAN, "--timeout", 20, kubeconfig=kubeconfig)
+    assert prepare.wait() == 0, prepare.stderr
+    assert f"malformed HTTP response from '127.0.0.1:" in prepare.stderr
+    assert error in prepare.stderr, prepare.stderr

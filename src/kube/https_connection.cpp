@@ -18,26 +18,11 @@ namespace hoist {
 
 namespace {
 
-constexpr std::size_t k_max_head_bytes = std::size_t{64} * 1024;
 constexpr std::size_t k_read_size = std::size_t{16} * 1024;
 
 bool is_ip_literal(const std::string& host) {
   unsigned char buffer[sizeof(in6_addr)];
   return ::inet_pton(AF_INET, host.c_str(), buffer) == 1 || ::inet_pton(AF_INET6, host.c_str(), buffer) == 1;
-}
-
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
-std::string trim(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t");
-  if (first == std::string::npos) {
-    return {};
-  }
-  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
 struct AddrinfoFree {
@@ -150,7 +135,7 @@ void HttpsConnection::SslFree::operator()(ssl_st* ssl) const noexcept {
 }
 
 HttpsConnection::HttpsConnection(Fd socket, std::string peer, const Interrupt* interrupt)
-    : m_socket(std::move(socket)), m_peer(std::move(peer)), m_interrupt(interrupt) {}
+    : m_socket(std::move(socket)), m_peer(std::move(peer)), m_interrupt(interrupt), m_reader(m_peer) {}
 HttpsConnection::HttpsConnection(HttpsConnection&&) noexcept = default;
 HttpsConnection& HttpsConnection::operator=(HttpsConnection&&) noexcept = default;
 // No close_notify: the connection is dropped either after a complete response
@@ -249,14 +234,14 @@ Expected<void> HttpsConnection::send(const std::string& request, Deadline deadli
   return {};
 }
 
-Expected<std::size_t> HttpsConnection::fill(Deadline deadline) {
+Expected<std::size_t> HttpsConnection::fill(std::string& in, Deadline deadline) {
   char buffer[k_read_size];
   for (;;) {
     ERR_clear_error();
     std::size_t got = 0;
     const int rc = SSL_read_ex(m_ssl.get(), buffer, sizeof buffer, &got);
     if (rc == 1) {
-      m_in.append(buffer, got);
+      in.append(buffer, got);
       return got;
     }
     const int error = SSL_get_error(m_ssl.get(), rc);
@@ -279,185 +264,16 @@ Expected<std::size_t> HttpsConnection::fill(Deadline deadline) {
   }
 }
 
-SysError HttpsConnection::protocol_error(const std::string& what) const {
-  return SysError{"malformed HTTP response from '" + m_peer + "': " + what, EPROTO};
-}
-
 Expected<HttpResponseHead> HttpsConnection::read_head(Deadline deadline) {
-  std::size_t end = 0;
-  while ((end = m_in.find("\r\n\r\n")) == std::string::npos) {
-    if (m_in.size() > k_max_head_bytes) {
-      return protocol_error("headers larger than 64 KiB");
-    }
-    auto got = fill(deadline);
-    if (!got) {
-      return got.error();
-    }
-    if (*got == 0) {
-      return SysError{"the server '" + m_peer + "' closed the connection before it answered", ECONNRESET};
-    }
-  }
-  const std::string head = m_in.substr(0, end + 2);
-  m_in.erase(0, end + 4);
-
-  HttpResponseHead response;
-  std::size_t line_end = head.find("\r\n");
-  const std::string status_line = head.substr(0, line_end);
-  // "HTTP/1.1 200 OK"
-  if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12 || status_line[8] != ' ') {
-    return protocol_error("bad status line '" + status_line.substr(0, 80) + "'");
-  }
-  try {
-    response.status = std::stoi(status_line.substr(9, 3));
-  } catch (const std::exception&) {
-    return protocol_error("bad status line '" + status_line.substr(0, 80) + "'");
-  }
-  response.reason = status_line.size() > 13 ? status_line.substr(13) : "";
-  for (std::size_t start = line_end + 2; start < head.size(); start = line_end + 2) {
-    line_end = head.find("\r\n", start);
-    const std::string line = head.substr(start, line_end - start);
-    const auto colon = line.find(':');
-    if (colon == std::string::npos || colon == 0) {
-      return protocol_error("bad header line");
-    }
-    response.headers[lowercase(line.substr(0, colon))] = trim(line.substr(colon + 1));
-  }
-
-  m_chunk = ChunkState::size;
-  if (const auto it = response.headers.find("transfer-encoding"); it != response.headers.end()) {
-    if (lowercase(it->second) != "chunked") {
-      return protocol_error("unsupported Transfer-Encoding '" + it->second + "'");
-    }
-    m_framing = Framing::chunked;
-  } else if (const auto length = response.headers.find("content-length"); length != response.headers.end()) {
-    try {
-      std::size_t used = 0;
-      m_remaining = std::stoull(length->second, &used);
-      if (used != length->second.size()) {
-        throw std::invalid_argument("trailing text");
-      }
-    } catch (const std::exception&) {
-      return protocol_error("bad Content-Length '" + length->second + "'");
-    }
-    m_framing = Framing::length;
-  } else if (response.status == 204 || response.status == 304 || response.status / 100 == 1) {
-    m_framing = Framing::length;
-    m_remaining = 0;
-  } else {
-    m_framing = Framing::until_close;
-  }
-  return response;
-}
-
-Expected<std::string> HttpsConnection::read_chunked(Deadline deadline) {
-  for (;;) {
-    switch (m_chunk) {
-      case ChunkState::size:
-      case ChunkState::data_end:
-      case ChunkState::trailers: {
-        const auto eol = m_in.find("\r\n");
-        if (eol == std::string::npos) {
-          break;  // need more bytes
-        }
-        std::string line = m_in.substr(0, eol);
-        m_in.erase(0, eol + 2);
-        if (m_chunk == ChunkState::data_end) {
-          if (!line.empty()) {
-            return protocol_error("chunk not followed by CRLF");
-          }
-          m_chunk = ChunkState::size;
-        } else if (m_chunk == ChunkState::trailers) {
-          if (line.empty()) {
-            m_chunk = ChunkState::done;
-          }
-        } else {
-          line = line.substr(0, line.find(';'));  // drop chunk extensions
-          std::size_t used = 0;
-          try {
-            m_remaining = std::stoull(line, &used, 16);
-          } catch (const std::exception&) {
-            used = 0;
-          }
-          if (used == 0 || used != trim(line).size()) {
-            return protocol_error("bad chunk size '" + line.substr(0, 20) + "'");
-          }
-          m_chunk = m_remaining == 0 ? ChunkState::trailers : ChunkState::data;
-        }
-        continue;
-      }
-      case ChunkState::data: {
-        if (!m_in.empty()) {
-          const std::size_t take = std::min<std::uint64_t>(m_remaining, m_in.size());
-          std::string data = m_in.substr(0, take);
-          m_in.erase(0, take);
-          m_remaining -= take;
-          if (m_remaining == 0) {
-            m_chunk = ChunkState::data_end;
-          }
-          return data;
-        }
-        break;
-      }
-      case ChunkState::done: return std::string();
-    }
-    auto got = fill(deadline);
-    if (!got) {
-      return got.error();
-    }
-    if (*got == 0) {
-      return SysError{"the server '" + m_peer + "' closed the connection in the middle of a response", ECONNRESET};
-    }
-  }
+  return m_reader.read_head([&](std::string& in) { return fill(in, deadline); });
 }
 
 Expected<std::string> HttpsConnection::read_some(Deadline deadline) {
-  switch (m_framing) {
-    case Framing::none: return protocol_error("body read before the head");
-    case Framing::chunked: return read_chunked(deadline);
-    case Framing::length:
-    case Framing::until_close: break;
-  }
-  if (m_framing == Framing::length && m_remaining == 0) {
-    return std::string();
-  }
-  if (m_in.empty()) {
-    auto got = fill(deadline);
-    if (!got) {
-      return got.error();
-    }
-    if (*got == 0) {
-      if (m_framing == Framing::until_close) {
-        return std::string();
-      }
-      return SysError{"the server '" + m_peer + "' closed the connection in the middle of a response", ECONNRESET};
-    }
-  }
-  std::size_t take = m_in.size();
-  if (m_framing == Framing::length) {
-    take = std::min<std::uint64_t>(take, m_remaining);
-    m_remaining -= take;
-  }
-  std::string data = m_in.substr(0, take);
-  m_in.erase(0, take);
-  return data;
+  return m_reader.read_some([&](std::string& in) { return fill(in, deadline); });
 }
 
 Expected<std::string> HttpsConnection::read_body(Deadline deadline, std::size_t max_bytes) {
-  std::string body;
-  for (;;) {
-    auto part = read_some(deadline);
-    if (!part) {
-      return part.error();
-    }
-    if (part->empty()) {
-      return body;
-    }
-    body += *part;
-    if (body.size() > max_bytes) {
-      return SysError{"the response from '" + m_peer + "' is larger than " + std::to_string(max_bytes) + " bytes",
-                      EFBIG};
-    }
-  }
+  return m_reader.read_body([&](std::string& in) { return fill(in, deadline); }, max_bytes);
 }
 
 }  // namespace hoist

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hoist/sys/interrupt.hpp"
+#include "hoist/kube/http_response_reader.hpp"
 #include "hoist/kube/tls_context.hpp"
 #include "hoist/util/expected.hpp"
 #include "hoist/util/fd.hpp"
@@ -20,13 +21,6 @@ using Deadline = std::chrono::steady_clock::time_point;
 /// errnum of a SysError from HttpsConnection when the server's certificate was
 /// refused (not an errno: the chain or the name did not verify).
 inline constexpr int k_errnum_tls_verification = -1;
-
-/// The status line and headers of an HTTP response; header names in lower case.
-struct HttpResponseHead {
-  int status = 0;
-  std::string reason;
-  std::map<std::string, std::string> headers;
-};
 
 /// One HTTP/1.1 exchange over TLS, written for the Kubernetes API: a request, then
 /// its response read as it arrives, so that a chunked watch stream is consumed
@@ -69,25 +63,17 @@ class HttpsConnection {
   struct SslFree {
     void operator()(ssl_st* ssl) const noexcept;
   };
-  enum class Framing { none, length, chunked, until_close };
-  enum class ChunkState { size, data, data_end, trailers, done };
-
   HttpsConnection(Fd socket, std::string peer, const Interrupt* interrupt);
   Expected<void> handshake(const std::string& host, Deadline deadline);
   Expected<void> wait(short events, Deadline deadline);
-  /// Reads more bytes into m_in; 0 means the peer closed the connection.
-  Expected<std::size_t> fill(Deadline deadline);
-  Expected<std::string> read_chunked(Deadline deadline);
-  [[nodiscard]] SysError protocol_error(const std::string& what) const;
+  /// Appends the bytes that arrived to `in`; 0 means the peer closed the connection.
+  Expected<std::size_t> fill(std::string& in, Deadline deadline);
 
   Fd m_socket;
   std::unique_ptr<ssl_st, SslFree> m_ssl;
   std::string m_peer;
   const Interrupt* m_interrupt = nullptr;
-  std::string m_in;  // bytes received and not consumed yet
-  Framing m_framing = Framing::none;
-  std::uint64_t m_remaining = 0;  // of the body (length) or of the current chunk
-  ChunkState m_chunk = ChunkState::size;
+  HttpResponseReader m_reader;  // the framing of the responses, on the bytes fill() reads
 };
 
 /// "host:port", with an IPv6 literal in brackets, as URLs and Host headers need it.
