@@ -450,6 +450,7 @@ def test_node_list_follows_a_changed_plan_selector(cluster, kubeconfig):
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n{}\r\n0\r\n\r\n",
      "chunk size of more than 15 hex digits"),
     (b"HTTP/1.1 +20 OK\r\nContent-Length: 2\r\n\r\n{}", "bad status line 'HTTP/1.1 +20 OK'"),
+    (b"HTTP/1.1 002 OK\r\nContent-Length: 2\r\n\r\n{}", "status code 002 outside 100-599"),
     (b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n{}", "bad header line"),
 ])
 def test_malformed_http_framing_is_refused_and_retried(cluster, kubeconfig, raw, error):

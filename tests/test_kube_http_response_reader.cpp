@@ -71,7 +71,8 @@ TEST_CASE("Content-Length is 1*DIGIT, bounded, given once or identically", "[htt
   CHECK(with("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked") == k_bad + "two Transfer-Encoding headers");
   CHECK(with("Content-Length : 2") == k_bad + "bad header line");
   CHECK(with("Content-Length: 2\r\n folded") == k_bad + "bad header line");
-  CHECK(with("X: a\x01" "b\r\nContent-Length: 2") == k_bad + "a control character in header 'x'");
+  CHECK(with("X: a\x01"
+             "b\r\nContent-Length: 2") == k_bad + "a control character in header 'x'");
 }
 
 TEST_CASE("a chunk size is 1*HEXDIG, bounded, with nothing before it", "[http]") {
@@ -94,6 +95,9 @@ TEST_CASE("the status code is three digits after the version", "[http]") {
   CHECK(body_or_error("HTTP/1.1 +20 OK\r\nContent-Length: 0\r\n\r\n") == k_bad + "bad status line 'HTTP/1.1 +20 OK'");
   CHECK(body_or_error("HTTP/1.1  200 OK\r\nContent-Length: 0\r\n\r\n") == k_bad + "bad status line 'HTTP/1.1  200 OK'");
   CHECK(body_or_error("HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n") == k_bad + "bad status line 'HTTP/1.1 2000 OK'");
+  CHECK(body_or_error("HTTP/1.1 002 OK\r\nContent-Length: 0\r\n\r\n") == k_bad + "status code 002 outside 100-599");
+  CHECK(body_or_error("HTTP/1.1 600 X\r\nContent-Length: 0\r\n\r\n") == k_bad + "status code 600 outside 100-599");
+  CHECK(body_or_error("HTTP/1.1 599\r\nContent-Length: 0\r\n\r\n").empty());
   CHECK(body_or_error("HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n") == k_bad + "bad status line 'HTTP/2.0 200 OK'");
   CHECK(body_or_error("HTTP/1.1 200 O\x1b[K\r\nContent-Length: 0\r\n\r\n") ==
         k_bad + "bad status line 'HTTP/1.1 200 O\\x1b[K'");

@@ -29,13 +29,16 @@ TEST_CASE("JSON is YAML too", "[yaml]") {
 TEST_CASE("YAML anchors, aliases and duplicate keys are refused with their line and column", "[yaml]") {
   const auto anchor = hoist::parse_yaml("a: 1\nb: &x [1, 2]\nc: *x\n", "conf");
   REQUIRE_FALSE(anchor.has_value());
-  CHECK(anchor.error().message == "failed to parse 'conf' line 2 column 4: an anchor (&name): kubeconfigs have none, refused");
+  CHECK(anchor.error().message ==
+        "failed to parse 'conf' line 2 column 4: an anchor (&name): kubeconfigs have none, refused");
   const auto alias = hoist::parse_yaml("a: 1\nc: [*x]\n", "conf");
   REQUIRE_FALSE(alias.has_value());
-  CHECK(alias.error().message == "failed to parse 'conf' line 2 column 5: an alias (*name): kubeconfigs have none, refused");
+  CHECK(alias.error().message ==
+        "failed to parse 'conf' line 2 column 5: an alias (*name): kubeconfigs have none, refused");
   const auto alias_key = hoist::parse_yaml("a: 1\n*x : 2\n", "conf");
   REQUIRE_FALSE(alias_key.has_value());
-  CHECK(alias_key.error().message == "failed to parse 'conf' line 2 column 1: an alias (*name): kubeconfigs have none, refused");
+  CHECK(alias_key.error().message ==
+        "failed to parse 'conf' line 2 column 1: an alias (*name): kubeconfigs have none, refused");
   const auto duplicate = hoist::parse_yaml("a: 1\nb:\n  c: 1\n  c: 2\n", "conf");
   REQUIRE_FALSE(duplicate.has_value());
   CHECK(duplicate.error().message == "failed to parse 'conf' line 4 column 3: duplicate key");

@@ -14,7 +14,9 @@ constexpr std::size_t k_max_head_bytes = std::size_t{64} * 1024;
 constexpr std::size_t k_max_length_digits = 18;  // < 10^18 bytes
 constexpr std::size_t k_max_chunk_digits = 15;   // < 2^60 bytes
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 int hex_value(char c) {
   if (is_digit(c)) {
@@ -37,9 +39,8 @@ bool is_token_char(char c) {
 }
 
 std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) {
-    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  });
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); });
   return text;
 }
 
@@ -99,14 +100,18 @@ Expected<HttpResponseHead> HttpResponseReader::read_head(const Fill& fill) {
   std::size_t line_end = head.find("\r\n");
   const std::string status_line = head.substr(0, line_end);
   // "HTTP/1.1 200 OK": the version, one space, three digits, then a space and the reason or nothing.
-  const bool good_status = status_line.size() >= 12 && status_line.starts_with("HTTP/1.") &&
-                           is_digit(status_line[7]) && status_line[8] == ' ' && is_digit(status_line[9]) &&
-                           is_digit(status_line[10]) && is_digit(status_line[11]) &&
-                           (status_line.size() == 12 || status_line[12] == ' ') && clean_value(status_line);
+  const bool good_status = status_line.size() >= 12 && status_line.starts_with("HTTP/1.") && is_digit(status_line[7]) &&
+                           status_line[8] == ' ' && is_digit(status_line[9]) && is_digit(status_line[10]) &&
+                           is_digit(status_line[11]) && (status_line.size() == 12 || status_line[12] == ' ') &&
+                           clean_value(status_line);
   if (!good_status) {
     return protocol_error("bad status line '" + escaped(status_line.substr(0, 80)) + "'");
   }
   response.status = (status_line[9] - '0') * 100 + (status_line[10] - '0') * 10 + (status_line[11] - '0');
+  // RFC 9110 15: values outside 100..599 are invalid (found by fuzz/http_framing.cpp: "002" was status 2).
+  if (response.status < 100 || response.status > 599) {
+    return protocol_error("status code " + status_line.substr(9, 3) + " outside 100-599");
+  }
   response.reason = status_line.size() > 13 ? status_line.substr(13) : "";
 
   std::size_t content_lengths = 0;

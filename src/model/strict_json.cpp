@@ -70,7 +70,8 @@ class DuplicateKeyCheck {
 // "; last read: '<token>'" part, which quotes the text.
 std::string without_quoted_text(const json::parse_error& e) {
   std::string message = e.what();
-  if (const size_t prefix = message.find("] "); message.starts_with("[json.exception.") && prefix != std::string::npos) {
+  if (const size_t prefix = message.find("] ");
+      message.starts_with("[json.exception.") && prefix != std::string::npos) {
     message.erase(0, prefix + 2);
   }
   if (const size_t quote = message.find("; last read:"); quote != std::string::npos) {

@@ -20,7 +20,7 @@ struct HttpResponseHead {
 /// The framing of HTTP/1.1 responses (RFC 9112), apart from the transport, so that
 /// it can be tested and fuzzed on bytes alone. Strict where leniency lets a server
 /// (or whatever sits in between) make the client read another body than it sent:
-/// the status code is three digits; a header name is a token with no space before
+/// the status code is three digits from 100 to 599; a header name is a token with no space before
 /// its colon; Content-Length is 1*DIGIT (at most 18 digits) and a chunk size
 /// 1*HEXDIG (at most 15 digits), never a sign, a "0x" or a leading space as
 /// std::stoull would take them; two Content-Length headers must be identical
