@@ -64,8 +64,8 @@ def upgrade(host_root, *args, env=None, check=None, timeout=120):
                      timeout=timeout)
 
 
-def rollback(host_root, *args, check=None):
-    return run_hoist("rollback", "--host-root", host_root, "--lock-timeout", "5", *args, check=check)
+def rollback(host_root, *args, env=None, check=None):
+    return run_hoist("rollback", "--host-root", host_root, "--lock-timeout", "5", *args, env=env, check=check)
 
 
 def manifest_without(host_root, *excluded_prefixes):

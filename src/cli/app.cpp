@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "hoist/model/context.hpp"
+#include "hoist/sys/termination_message.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
 #include "logging.hpp"
@@ -132,6 +133,33 @@ std::string default_host_root(const SucContext& suc) {
                    "Plan's default), or pass --host-root");
 }
 
+// The pod's termination message: the outcome first, then what the run decided for each component. The cluster
+// shows it after SUC has collected the Job, its pod and its logs.
+void write_termination(const Environment& env, const std::string& name, ExitCode code, const std::string& error,
+                       const std::vector<std::string>& summary) {
+  std::string text = "hoist" + (name.empty() ? std::string() : " " + name) + ": " +
+                     (code == ExitCode::ok ? std::string("succeeded")
+                                           : "failed (exit " + std::to_string(static_cast<int>(code)) + "): " +
+                                                 escaped(error)) +
+                     "\n";
+  for (const std::string& line : summary) {
+    text += escaped(line) + "\n";
+  }
+  const auto path = env.find("HOIST_TERMINATION_MESSAGE_PATH");
+  const std::string file =
+      path == env.end() || path->second.empty() ? std::string(k_termination_message_path) : path->second;
+  if (auto written = write_termination_message(file, text); !written) {
+    spdlog::debug("no termination message: {}", written.error().message);
+  }
+}
+
+void write_outcome(const Context& context, const Command& command, const std::string& name, ExitCode code,
+                   const std::string& error) {
+  if (command.reports_outcome()) {
+    write_termination(context.env, name, code, error, command.summary());
+  }
+}
+
 int run(Command& command, Context& context) {
   if (command.needs_host()) {
     const std::string root =
@@ -177,7 +205,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", describe_parse_error(app, e, argc, argv).c_str());
+    const std::string message = describe_parse_error(app, e, argc, argv);
+    std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", message.c_str());
+    // A Plan's bad argument is an outcome the cluster must see too.
+    write_termination(process_environment(), "", ExitCode::usage, message, {});
     return static_cast<int>(ExitCode::usage);
   }
 
@@ -188,18 +219,28 @@ int main(int argc, char** argv) {
       selected = command;
     }
   }
+  std::string name;
+  for (const auto& [subcommand, command] : by_subcommand) {
+    if (command == selected) {
+      name = subcommand->get_name();
+    }
+  }
   try {
     context.env = process_environment();
     context.suc = SucContext::load(context.env);
     for (const std::string& warning : context.suc.warnings) {
       spdlog::warn("{} (skipped: hoist reads no pod label or annotation)", warning);
     }
-    return run(*selected, context);
+    const int code = run(*selected, context);
+    write_outcome(context, *selected, name, static_cast<ExitCode>(code), "");
+    return code;
   } catch (const Error& e) {
     spdlog::error("{}", e.what());
+    write_outcome(context, *selected, name, e.code(), e.what());
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
+    write_outcome(context, *selected, name, ExitCode::failed, e.what());
     return static_cast<int>(ExitCode::failed);
   }
 }

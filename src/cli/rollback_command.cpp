@@ -25,6 +25,11 @@ class RollbackCommand final : public Command {
     return run_rollback(context, m_options);
   }
 
+  [[nodiscard]] bool reports_outcome() const override { return true; }
+  [[nodiscard]] std::vector<std::string> summary() const override {
+    return {m_options.component + (m_options.to.empty() ? ": back to the previous version" : ": back to " + m_options.to)};
+  }
+
  private:
   RollbackOptions m_options;
   HostActionOptions m_host;

@@ -128,8 +128,12 @@ class UpgradeCommand final : public Command {
     options.max_unpacked_bytes = m_max_unpacked_bytes;
     options.max_unpack_ratio = static_cast<double>(m_max_unpack_ratio);
     options.threads = m_threads;
+    options.summary = &m_summary;
     return run_upgrade(context, std::move(items), options);
   }
+
+  [[nodiscard]] bool reports_outcome() const override { return !m_dry_run; }
+  [[nodiscard]] std::vector<std::string> summary() const override { return m_summary.lines; }
 
  private:
   CLI::App* m_app = nullptr;
@@ -140,6 +144,7 @@ class UpgradeCommand final : public Command {
   bool m_allow_downgrade = false;
   bool m_allow_minor_skip = false;
   TrustPolicy m_trust;
+  RunSummary m_summary;
   std::string m_installed_version_from;
   bool m_checksum = false;
   bool m_dry_run = false;

@@ -242,12 +242,6 @@ std::vector<std::string> remount_paths(const std::vector<Work>& works, const Sta
 
 }  // namespace
 
-bool RunReport::changed() const {
-  return std::any_of(components.begin(), components.end(), [](const ComponentOutcome& c) {
-    return c.decision != GateDecision::unchanged && c.decision != GateDecision::refused;
-  });
-}
-
 UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources) {
   validate_spec(spec);
   Version target = agree_on_version(spec.version_scheme, sources, spec.name);
@@ -347,6 +341,9 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   for (Work& work : works) {
     decide(work, &work.item.payload, root);
     spdlog::info("gate: {}", work.gate.message);
+    if (options.summary != nullptr) {
+      options.summary->lines.push_back(work.gate.message);
+    }
   }
   for (const Work& work : works) {
     if (work.gate.decision == GateDecision::refused) {
@@ -411,7 +408,6 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     return ExitCode::ok;
   }
 
-  RunReport report;
   try {
     host.make_writable(remount_paths(works, store, options.host.remount));
     // What killed runs left goes first. A sync's cleanup may finish a rollback
@@ -478,8 +474,6 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
 
   const std::string boot_id = read_boot_id(root);
   for (Work& work : works) {
-    ComponentOutcome outcome_of{work.name(), work.gate.decision, work.installed_text(), work.item.target.text(),
-                                work.stats};
     if (!work.state && !work.gate.changes_host()) {
       continue;  // at the target through another installer: nothing of hoist's to record
     }
@@ -502,12 +496,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       work.installer->finish();
       collect_garbage(store, work, state);
     }
-    report.components.push_back(std::move(outcome_of));
   }
   host.after_switch(store, switched_components(works));
-  if (options.after_switch) {
-    options.after_switch(report);
-  }
   return ExitCode::ok;
 }
 

@@ -33,29 +33,18 @@ UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources);
 /// Refuses a run whose components share a name or a destination (UsageError).
 void check_distinct(const std::vector<UpgradeItem>& items);
 
-/// What a run did to one component.
-struct ComponentOutcome {
-  std::string component;
-  GateDecision decision = GateDecision::unchanged;
-  std::string from;  ///< the version before ("" for none)
-  std::string to;
-  TransferStats stats;
-};
-
-/// What a run did, for what comes after the switch.
-struct RunReport {
-  std::vector<ComponentOutcome> components;
-  /// Whether any component changed: the one input of the run's reboot decision
-  /// and of unit restarts (the host-integration issue hooks in here).
-  [[nodiscard]] bool changed() const;
+/// What a run decided for each component, one line each ("app: 1.0.0 -> 2.0.0 (upgrade)"), as the log says it:
+/// the CLI puts it in the pod's termination message, which the cluster shows after the pod's logs are gone.
+struct RunSummary {
+  std::vector<std::string> lines;
 };
 
 struct UpgradeOptions {
   DryRun dry_run = DryRun::no;
   ProgressStyle progress = ProgressStyle::lines;
   Durability durability = Durability::syncfs;
-  /// Called once after every component is switched and its state recorded.
-  std::function<void(const RunReport&)> after_switch;
+  /// Filled with the gate's decision for each component, when given.
+  RunSummary* summary = nullptr;
   /// Host integration: --remount, --restart, --reboot (host/host_steps.hpp).
   HostActions host;
   /// Archive payloads: TransferOptions' limits against decompression bombs (0: none).
@@ -68,7 +57,7 @@ struct UpgradeOptions {
 /// `hoist upgrade` in the run's order (ARCHITECTURE.md, "The run"): lock, state and gate (one gate for
 /// all components: one refusal refuses the run), verification of every payload
 /// that is to be installed, then staging of all, then the switches, then the
-/// state, the garbage collection (--keep) and the after_switch hook. A failure
+/// state, the garbage collection (--keep) and the host steps. A failure
 /// undoes the switches made so far and removes what was staged: the host is
 /// left on the old versions. Records every outcome in the components' states.
 /// With DryRun::yes: no lock, nothing written; prints what would change on
