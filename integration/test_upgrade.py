@@ -265,3 +265,14 @@ def test_status_shows_the_upgrade(host_root, payloads):
     upgrade(host_root, *tree_args(v2, "1.1.0"), check=0)
     data = json.loads(run_hoist("status", "--json", "--host-root", host_root, check=0).stdout)
     assert [(c["component"], c["current"], c["previous"]) for c in data["components"]] == [("app", "1.1.0", "1.0.0")]
+
+
+@pytest.mark.parametrize("first, then", [("/opt/app/", "/opt/app"), ("//opt//app", "/opt/app/"),
+                                         ("/opt/app", "/opt//app//")])
+def test_one_destination_spelled_two_ways_is_one_destination(host_root, payloads, first, then):
+    v1, v2 = payloads
+    upgrade(host_root, "--component", "app", "--kind", "tree", "--source", v1, "--destination", first,
+            "--version", "1.0.0", check=0)
+    upgrade(host_root, "--component", "app", "--kind", "tree", "--source", v2, "--destination", then,
+            "--version", "2.0.0", check=0)
+    assert os.readlink(host_root / "opt/app/current") == "2.0.0"

@@ -135,6 +135,14 @@ void apply_trust_policy(ComponentSpec& spec, const TrustPolicy& policy, std::str
   }
 }
 
+std::string normal_destination(const std::string& destination) {
+  std::string normal = std::filesystem::path(destination).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') {
+    normal.pop_back();
+  }
+  return normal;
+}
+
 void validate_spec(const ComponentSpec& spec, std::string_view where) {
   try {
     validate_component_name(spec.name);

@@ -18,7 +18,9 @@ ComponentState new_state(const ComponentSpec& spec) {
 }
 
 void check_identity(const ComponentState& state, const ComponentSpec& spec) {
-  if (state.kind != to_string(spec.kind) || state.destination != spec.destination) {
+  // "/opt/app/" and "/opt//app" name the destination "/opt/app" names.
+  if (state.kind != to_string(spec.kind) ||
+      normal_destination(state.destination) != normal_destination(spec.destination)) {
     throw UsageError("component '" + spec.name + "' is installed as kind " + state.kind + " at '" + state.destination +
                      "'; refusing to install it as kind " + std::string(to_string(spec.kind)) + " at '" +
                      spec.destination + "' (use another component name)");

@@ -264,18 +264,13 @@ UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources) {
   return UpgradeItem{std::move(spec), std::move(target), std::move(payload)};
 }
 
-// A destination as the host resolves it, lexically: "/opt//app/" is "/opt/app" (validate_spec refuses . and ..).
-std::string normal_destination(const std::string& destination) {
-  std::string normal = std::filesystem::path(destination).lexically_normal().string();
-  while (normal.size() > 1 && normal.back() == '/') {
-    normal.pop_back();
-  }
-  return normal;
-}
+namespace {
 
 bool is_inside(const std::string& path, const std::string& dir) {
   return path.size() > dir.size() && path.starts_with(dir) && (dir == "/" || path[dir.size()] == '/');
 }
+
+}  // namespace
 
 // Components of one run must not share or nest destinations: a sync of /usr/local/bin
 // would delete the link that a file component put at /usr/local/bin/k3s.

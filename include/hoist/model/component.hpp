@@ -92,6 +92,9 @@ void apply_trust_policy(ComponentSpec& spec, const TrustPolicy& policy, std::str
 /// The default of `--keep`: versions kept on the host after an upgrade.
 inline constexpr unsigned k_default_keep = 3;
 
+/// A destination in one spelling, lexically: "/opt//app/" is "/opt/app" (validate_spec refuses `.` and `..`).
+[[nodiscard]] std::string normal_destination(const std::string& destination);
+
 /// Checks the form of a spec: the name, an absolute destination without `.` or
 /// `..` components, keep >= 1, a signature only with a public key and both only
 /// with sha256sums. Throws UsageError naming what is wrong; `where` prefixes
