@@ -250,7 +250,17 @@ UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources) {
   if (spec.kind == ComponentKind::file && type == PayloadType::directory) {
     throw UsageError("the file kind needs a file as its source; '" + spec.source.string() + "' is a directory");
   }
+  if (spec.kind == ComponentKind::tree && type == PayloadType::file && !payload.unsupported_compression().empty()) {
+    // libarchive would run the decompressor found on PATH: hoist never runs a program for a payload.
+    throw UsageError("the tree kind needs a directory or an archive as its source; " + in_quotes(spec.source.string()) +
+                     " is compressed with " + payload.unsupported_compression() +
+                     ", which hoist does not read (it runs no external decompressor)");
+  }
   if (spec.kind == ComponentKind::tree && type == PayloadType::file) {
+    // A compressed archive damaged before its first entry is not "a file": say what is wrong with it.
+    if (const std::optional<std::string> problem = payload.compression_problem()) {
+      throw Error(ExitCode::verification, "refusing archive " + in_quotes(spec.source.string()) + ": " + *problem);
+    }
     throw UsageError("the tree kind needs a directory or an archive as its source; '" + spec.source.string() +
                      "' is neither");
   }

@@ -4,6 +4,7 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,7 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "hoist/sys/compressed_stream.hpp"
 #include "hoist/sys/posix_acl.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -21,10 +24,6 @@ namespace {
 
 // libarchive reads the file in blocks of this size.
 constexpr size_t k_block_size = size_t{128} * 1024;
-
-std::string in_quotes(std::string_view display) {
-  return "'" + std::string(display) + "'";
-}
 
 void enable_formats(struct archive* handle) {
   // Not archive_read_support_format_all(): it adds empty (any 0-byte file) and
@@ -42,7 +41,16 @@ void enable_formats(struct archive* handle) {
   archive_read_support_format_warc(handle);
   archive_read_support_format_xar(handle);
   archive_read_support_format_zip(handle);
-  archive_read_support_filter_all(handle);
+  // Not archive_read_support_filter_all(): it adds filters that run a program
+  // found on PATH (lrzip, grzip, and lzop without liblzo2) and filters without
+  // a check (compress, lzma, uu, rpm). These are built in, and each has a check
+  // that check_compressed_stream() enforces.
+  archive_read_support_filter_gzip(handle);
+  archive_read_support_filter_bzip2(handle);
+  archive_read_support_filter_xz(handle);
+  archive_read_support_filter_lzip(handle);
+  archive_read_support_filter_zstd(handle);
+  archive_read_support_filter_lz4(handle);
 }
 
 uint16_t acl_tag(int tag) {
@@ -81,7 +89,7 @@ std::vector<PosixAclEntry> entry_acl(archive_entry* entry, int type, std::string
     const bool named = kernel_tag == PosixAclEntry::user || kernel_tag == PosixAclEntry::group;
     if (named && id < 0 && names != nullptr && names->empty()) {
       *names =
-          std::string(kernel_tag == PosixAclEntry::user ? "user '" : "group '") + (name != nullptr ? name : "") + "'";
+          std::string(kernel_tag == PosixAclEntry::user ? "user " : "group ") + in_quotes(name != nullptr ? name : "");
     }
     acl.push_back(PosixAclEntry{kernel_tag, static_cast<uint16_t>(permset & 07), static_cast<uint32_t>(id)});
   }
@@ -137,6 +145,7 @@ Expected<ArchiveReader> ArchiveReader::open(const std::filesystem::path& path) {
 
 ArchiveReader::ArchiveReader(ArchiveReader&& other) noexcept
     : m_archive(std::exchange(other.m_archive, nullptr)),
+      m_entry(std::exchange(other.m_entry, nullptr)),
       m_fd(std::move(other.m_fd)),
       m_file_size(other.m_file_size),
       m_display(std::move(other.m_display)) {}
@@ -147,6 +156,7 @@ ArchiveReader& ArchiveReader::operator=(ArchiveReader&& other) noexcept {
       archive_read_free(m_archive);
     }
     m_archive = std::exchange(other.m_archive, nullptr);
+    m_entry = std::exchange(other.m_entry, nullptr);
     m_fd = std::move(other.m_fd);
     m_file_size = other.m_file_size;
     m_display = std::move(other.m_display);
@@ -177,6 +187,7 @@ Expected<archive_entry*> ArchiveReader::next() {
   if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
     return error("read archive " + in_quotes(m_display));
   }
+  m_entry = entry;
   return entry;
 }
 
@@ -187,11 +198,39 @@ Expected<ArchiveReader::Block> ArchiveReader::read_block() {
   if (rc == ARCHIVE_EOF) {
     return Block{};
   }
-  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+  if (rc == ARCHIVE_WARN) {
+    // On data, libarchive warns only when the entry's data does not match what the
+    // format recorded for it (zip's CRC-32 and sizes): the data is damaged.
+    const char* text = archive_error_string(m_archive);
+    return SysError{"the data of entry " + in_quotes(m_entry != nullptr ? entry_path(m_entry) : "") +
+                        " does not pass the format's check (" + (text != nullptr ? text : "no detail") + ")",
+                    EBADMSG};
+  }
+  if (rc != ARCHIVE_OK) {
     return error("read archive " + in_quotes(m_display));
   }
   block.offset = offset;
   return block;
+}
+
+Expected<std::optional<std::string>> ArchiveReader::check_compression() const {
+  char head[16] = {};
+  const ssize_t n = ::pread(m_fd.get(), head, sizeof head, 0);
+  if (n < 0) {
+    return sys_error("read archive " + in_quotes(m_display));
+  }
+  std::string unsupported;
+  const std::optional<Compression> compression =
+      detect_compression(std::string_view(head, static_cast<size_t>(n)), unsupported);
+  if (!compression) {
+    return std::optional<std::string>("it is compressed with " + unsupported + ", which hoist does not read");
+  }
+  auto verdict = check_compressed_stream(m_fd.get(), *compression);
+  if (!verdict) {
+    return SysError{"failed to read archive " + in_quotes(m_display) + ": " + verdict.error().message,
+                    verdict.error().errnum};
+  }
+  return verdict;
 }
 
 std::string ArchiveReader::format_name() const {

@@ -63,6 +63,10 @@ class ArchiveStager {
   }
 
   TransferStats run() {
+    // The compression's own checks, before anything is staged: with no SHA256SUMS they are the only integrity.
+    if (const std::optional<std::string> problem = checked(m_reader.check_compression())) {
+      throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": " + *problem);
+    }
     if (!m_dry && ::fremovexattr(m_staging.get(), "system.posix_acl_default") != 0 && errno != ENODATA &&
         errno != ENOTSUP) {
       throw Failure(system_message("remove the default ACL of " + in_quotes(m_staging_display), errno));
@@ -272,7 +276,7 @@ class ArchiveStager {
     m_write_behind.add(std::move(fd), meta, xattrs, initial, path, [&](std::string& buffer, size_t start) {
       buffer.resize(start + meta.size);
       for (;;) {
-        const ArchiveReader::Block block = checked(m_reader.read_block());
+        const ArchiveReader::Block block = read_block();
         if (block.size == 0) {
           return;
         }
@@ -307,7 +311,7 @@ class ArchiveStager {
   bool compare_stream(int compare_fd, uint64_t size, ArchiveReader::Block& pending, uint64_t& equal_prefix) {
     std::vector<char> buffer;
     for (;;) {
-      const ArchiveReader::Block block = checked(m_reader.read_block());
+      const ArchiveReader::Block block = read_block();
       if (block.size == 0) {
         return equal_prefix == size;
       }
@@ -334,7 +338,7 @@ class ArchiveStager {
     ArchiveReader::Block block = pending;
     for (bool have = pending.size > 0;; have = false) {
       if (!have) {
-        block = checked(m_reader.read_block());
+        block = read_block();
         if (block.size == 0) {
           break;
         }
@@ -525,6 +529,15 @@ class ArchiveStager {
   void finish_entry() {
     m_unpacked_done += m_entry_unpacked;
     m_entry_unpacked = 0;
+  }
+
+  /// The next block of the entry's data; exit 5 when it does not pass the format's check.
+  ArchiveReader::Block read_block() {
+    Expected<ArchiveReader::Block> block = m_reader.read_block();
+    if (!block && block.error().errnum == EBADMSG) {
+      throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": " + block.error().message);
+    }
+    return checked(std::move(block));
   }
 
   void account_declared(uint64_t size) {

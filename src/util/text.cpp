@@ -44,4 +44,8 @@ std::string escaped(std::string_view text) {
   return out;
 }
 
+std::string in_quotes(std::string_view text) {
+  return "'" + escaped(text) + "'";
+}
+
 }  // namespace hoist

@@ -18,7 +18,9 @@ namespace hoist {
 /// One libarchive read handle over one archive file: every format libarchive
 /// reads (tar, cpio, zip, 7z, iso9660, ar, …) but raw, empty and mtree (raw and
 /// empty would call any file an archive; mtree reads the files it names from
-/// the local filesystem), under every compression filter.
+/// the local filesystem), plain or under gzip, bzip2, xz, lzip, zstd or lz4:
+/// the filters built into the binary whose checks check_compression() enforces.
+/// No filter that runs an external program (lzop, lrzip, grzip) is enabled.
 class ArchiveReader {
  public:
   /// Opens `path` and reads the format's first bytes. Fails when no format
@@ -35,6 +37,12 @@ class ArchiveReader {
   /// valid until the next call.
   Expected<archive_entry*> next();
 
+  /// Decodes the whole file once to check its compression's own integrity
+  /// (check_compressed_stream()). Returns why the archive is damaged or refused
+  /// ("its gzip CRC-32 does not match its data", "it is compressed with lzop,
+  /// which hoist does not read"), or nullopt; a SysError when it cannot be read.
+  [[nodiscard]] Expected<std::optional<std::string>> check_compression() const;
+
   /// A run of the current entry's data at `offset` (sparse entries skip offsets).
   struct Block {
     const void* data = nullptr;
@@ -42,6 +50,8 @@ class ArchiveReader {
     int64_t offset = 0;
   };
   /// The next block of the current entry's data; a block of size 0 at its end.
+  /// Fails with EBADMSG, naming the entry, when the data does not match what the
+  /// format recorded for it (a zip entry's CRC-32).
   Expected<Block> read_block();
 
   /// The archive file's size on disk, for the unpack-ratio limit.
@@ -56,6 +66,7 @@ class ArchiveReader {
   [[nodiscard]] SysError error(std::string_view what) const;
 
   struct archive* m_archive = nullptr;
+  archive_entry* m_entry = nullptr;  ///< the entry next() returned last
   Fd m_fd;
   uint64_t m_file_size = 0;
   std::string m_display;

@@ -15,4 +15,8 @@ namespace hoist {
 /// then neither forge a log line nor hide a NUL.
 [[nodiscard]] std::string escaped(std::string_view text);
 
+/// `text` escaped (escaped()) and in single quotes: how a message quotes a path,
+/// an entry name or any other text that a payload or the host may have chosen.
+[[nodiscard]] std::string in_quotes(std::string_view text);
+
 }  // namespace hoist
