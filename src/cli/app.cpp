@@ -22,7 +22,7 @@ namespace {
 // A path reaches system calls as a C string and messages as text: a control character in one is a mistake (a
 // variable with a trailing newline) or an attack, never a path worth resolving.
 std::string refuse_control_characters(const std::string& value) {
-  return has_control_character(value) ? "'" + escaped(value) + "' must not contain control characters" : "";
+  return has_control_character(value) ? in_quotes(value) + " must not contain control characters" : "";
 }
 
 void add_global_options(CLI::App& app, GlobalOptions& options) {

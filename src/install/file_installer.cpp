@@ -20,6 +20,7 @@
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 #include "linked_versions.hpp"
 
 namespace hoist {
@@ -36,7 +37,7 @@ class FileInstaller final : public LinkedVersionInstaller {
     adopt_foreign_file(versions);
     // Also a copy that a killed run made: its state never learned of it.
     m_adopted = has_version(versions, std::string(k_pre_hoist_version));
-    if (staged_before(versions, version, "holds no '" + m_link_name + "'")) {
+    if (staged_before(versions, version, "holds no " + in_quotes(m_link_name))) {
       return {};
     }
     TransferStats stats;
@@ -107,7 +108,7 @@ class FileInstaller final : public LinkedVersionInstaller {
     }
     const std::string shown = parent->display(m_link_name);
     if (S_ISDIR(st->st_mode)) {
-      throw Failure("cannot install '" + shown + "': it is a directory");
+      throw Failure("cannot install " + in_quotes(shown) + ": it is a directory");
     }
     std::string link;
     if (S_ISLNK(st->st_mode)) {
@@ -119,19 +120,19 @@ class FileInstaller final : public LinkedVersionInstaller {
         link = join_host_path(m_dest_parent, link);  // the copy lives elsewhere: make it absolute
       }
     } else if (!S_ISREG(st->st_mode)) {
-      throw Failure("cannot install '" + shown + "': it is neither a regular file nor a symlink");
+      throw Failure("cannot install " + in_quotes(shown) + ": it is neither a regular file nor a symlink");
     }
     const std::string version(k_pre_hoist_version);
     publish(versions, version, [&](const std::string& partial) {
       HostDir staging = versions.make_child(partial).value();
       if (!link.empty()) {
         if (::symlinkat(link.c_str(), staging.fd(), m_link_name.c_str()) != 0) {
-          throw Failure(system_message("create symlink '" + staging.display(m_link_name) + "'", errno));
+          throw Failure(system_message("create symlink " + in_quotes(staging.display(m_link_name)), errno));
         }
       } else {
         Fd source(::openat(parent->fd(), m_link_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
         if (!source) {
-          throw Failure(system_message("open '" + shown + "'", errno));
+          throw Failure(system_message("open " + in_quotes(shown), errno));
         }
         copy_file_to(source.get(), staging.fd(), m_link_name, staging.display(m_link_name)).value();
       }

@@ -14,6 +14,7 @@
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -67,7 +68,7 @@ void LinkedVersionInstaller::undo_commit() {
   if (!m_old_link.empty()) {
     replace_symlink(parent.fd(), m_link_name, m_old_link, parent.display(m_link_name)).value();
   } else if (::unlinkat(parent.fd(), m_link_name.c_str(), 0) != 0 && errno != ENOENT) {
-    throw Failure(system_message("remove '" + parent.display(m_link_name) + "'", errno));
+    throw Failure(system_message("remove " + in_quotes(parent.display(m_link_name)), errno));
   }
   m_committed = false;
 }
@@ -113,7 +114,7 @@ bool LinkedVersionInstaller::staged_before(const HostDir& versions, const std::s
     return false;
   }
   if (!has_version(versions, version)) {
-    throw Failure("cannot install version " + version + ": '" + versions.display(entry) + "' exists but " + incomplete);
+    throw Failure("cannot install version " + version + ": " + in_quotes(versions.display(entry)) + " exists but " + incomplete);
   }
   spdlog::info("{}: reusing the complete {} that an earlier run staged", m_target.component, versions.display(entry));
   return true;
@@ -126,7 +127,7 @@ void LinkedVersionInstaller::publish(const HostDir& versions, const std::string&
     make(partial);
     if (::renameat(versions.fd(), partial.c_str(), versions.fd(), entry.c_str()) != 0) {
       throw Failure(
-          system_message("rename '" + versions.display(partial) + "' to '" + versions.display(entry) + "'", errno));
+          system_message("rename " + in_quotes(versions.display(partial)) + " to " + in_quotes(versions.display(entry)), errno));
     }
     versions.sync().value();
   } catch (...) {
@@ -142,7 +143,7 @@ TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, 
                                                         const TransferOptions& options) {
   Fd source(::open(payload.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!source) {
-    throw Failure(system_message("open '" + payload.path().string() + "'", errno));
+    throw Failure(system_message("open " + in_quotes(payload.path().string()), errno));
   }
   TransferStats stats;
   (replaces ? stats.files_changed : stats.files_added) = 1;

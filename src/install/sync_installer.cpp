@@ -24,6 +24,7 @@
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -159,7 +160,7 @@ class SyncInstaller final : public Installer {
     }
     const std::string undo = undo_entry(version, installed);
     if (::renameat(backups.fd(), name.c_str(), backups.fd(), undo.c_str()) != 0) {
-      throw Failure(system_message("rename '" + backups.display(name) + "' to '" + backups.display(undo) + "'", errno));
+      throw Failure(system_message("rename " + in_quotes(backups.display(name)) + " to " + in_quotes(backups.display(undo)), errno));
     }
     backups.sync().value();
     m_committed = undo;
@@ -222,7 +223,7 @@ class SyncInstaller final : public Installer {
     const std::string restoring = entry(k_restoring, current);
     if (::renameat(backups.fd(), undo.c_str(), backups.fd(), restoring.c_str()) != 0) {
       throw Failure(
-          system_message("rename '" + backups.display(undo) + "' to '" + backups.display(restoring) + "'", errno));
+          system_message("rename " + in_quotes(backups.display(undo)) + " to " + in_quotes(backups.display(restoring)), errno));
     }
     backups.sync().value();
     restore(backups, restoring);
@@ -246,10 +247,10 @@ class SyncInstaller final : public Installer {
     struct stat a {};
     struct stat b {};
     if (::fstat(dest.fd(), &a) != 0 || ::fstat(backups.fd(), &b) != 0) {
-      throw Failure(system_message("stat '" + dest.display() + "'", errno));
+      throw Failure(system_message("stat " + in_quotes(dest.display()), errno));
     }
     if (a.st_dev != b.st_dev) {
-      throw Failure("cannot sync '" + dest.display() + "': its backup '" + backups.display() +
+      throw Failure("cannot sync " + in_quotes(dest.display()) + ": its backup '" + backups.display() +
                     "' must be on the same filesystem (is the destination a mount point?)");
     }
   }

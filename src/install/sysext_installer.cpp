@@ -22,6 +22,7 @@
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/verify/sysext_image.hpp"
+#include "hoist/util/text.hpp"
 #include "linked_versions.hpp"
 
 namespace hoist {
@@ -103,7 +104,7 @@ class SysextInstaller final : public LinkedVersionInstaller {
   void check_payload_type(const Payload& payload) const {
     const bool directory = payload.type() == PayloadType::directory;
     if (directory != m_directory) {
-      throw UsageError("the sysext payload '" + payload.path().string() + "' is " +
+      throw UsageError("the sysext payload " + in_quotes(payload.path().string()) + " is " +
                        (directory ? "a directory" : "an image file") + " but the destination '" + m_target.destination +
                        "' names " + (m_directory ? "a directory" : "an image file (.raw)"));
     }

@@ -24,6 +24,7 @@
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -88,7 +89,7 @@ class TreeInstaller final : public Installer {
       stats = stage_tree(payload, staging.fd(), link_dest ? link_dest.get() : -1, options);
       make_tree_durable(staging.fd(), m_durability, staging.display()).value();
       if (::renameat(dest.fd(), partial.c_str(), dest.fd(), version.c_str()) != 0) {
-        throw Failure(system_message("rename '" + staging.display() + "' to '" + dest.display(version) + "'", errno));
+        throw Failure(system_message("rename " + in_quotes(staging.display()) + " to " + in_quotes(dest.display(version)), errno));
       }
       dest.sync().value();
     } catch (...) {
@@ -201,7 +202,7 @@ class TreeInstaller final : public Installer {
     auto link = read_symlink(dest.fd(), name, dest.display(name));
     if (!link) {
       if (link.error().errnum == EINVAL) {
-        throw Failure("'" + dest.display(name) + "' is not a symlink; hoist manages it as one");
+        throw Failure(in_quotes(dest.display(name)) + " is not a symlink; hoist manages it as one");
       }
       return {};
     }
@@ -211,7 +212,7 @@ class TreeInstaller final : public Installer {
   static void restore_link(const HostDir& dest, const char* name, const std::string& target) {
     if (target.empty()) {
       if (::unlinkat(dest.fd(), name, 0) != 0 && errno != ENOENT) {
-        throw Failure(system_message("remove '" + dest.display(name) + "'", errno));
+        throw Failure(system_message("remove " + in_quotes(dest.display(name)), errno));
       }
       dest.sync().value();
       return;

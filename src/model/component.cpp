@@ -156,7 +156,7 @@ void validate_spec(const ComponentSpec& spec, std::string_view where) {
   // Checked first: a NUL would cut the path short at the first system call, and a newline or an escape would
   // forge the log lines that quote it.
   if (has_control_character(dest)) {
-    throw UsageError(prefixed(where, "destination '" + escaped(dest) + "' of component '" + spec.name +
+    throw UsageError(prefixed(where, "destination " + in_quotes(dest) + " of component '" + spec.name +
                                          "' must not contain control characters"));
   }
   if (dest.empty() || dest.front() != '/') {

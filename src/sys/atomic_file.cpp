@@ -10,6 +10,7 @@
 
 #include "hoist/util/fd.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -35,17 +36,17 @@ Expected<void> write_file_atomic(int dirfd, const std::string& name, std::string
     temp = std::string(k_temp_prefix) + name + "." + random_suffix();
     fd.reset(::openat(dirfd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd && errno != EEXIST) {
-      return sys_error("create a temporary file for '" + std::string(display) + "'");
+      return sys_error("create a temporary file for " + in_quotes(display));
     }
   }
   if (!fd) {
-    return sys_error("create a temporary file for '" + std::string(display) + "'", EEXIST);
+    return sys_error("create a temporary file for " + in_quotes(display), EEXIST);
   }
   auto discard = [&]() { ::unlinkat(dirfd, temp.c_str(), 0); };
   // The umask may have narrowed the mode given to openat.
   if (::fchmod(fd.get(), mode) != 0) {
     discard();
-    return sys_error("set the mode of '" + std::string(display) + "'");
+    return sys_error("set the mode of " + in_quotes(display));
   }
   if (auto written = write_all(fd.get(), data, display); !written) {
     discard();
@@ -58,11 +59,11 @@ Expected<void> write_file_atomic(int dirfd, const std::string& name, std::string
   if (::renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
     const int saved = errno;
     discard();
-    return sys_error("rename a temporary file to '" + std::string(display) + "'", saved);
+    return sys_error("rename a temporary file to " + in_quotes(display), saved);
   }
   // The rename is durable only once the directory entry is on disk.
   if (::fsync(dirfd) != 0 && errno != EBADF && errno != EINVAL) {
-    return sys_error("fsync the directory of '" + std::string(display) + "'");
+    return sys_error("fsync the directory of " + in_quotes(display));
   }
   return {};
 }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "hoist/sys/atomic_file.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -31,17 +32,17 @@ Expected<void> replace_symlink(int dirfd, const std::string& name, const std::st
       break;
     }
     if (errno != EEXIST || attempt == 8) {
-      return sys_error("create a symlink to '" + target + "' beside '" + std::string(display) + "'");
+      return sys_error("create a symlink to " + in_quotes(target) + " beside " + in_quotes(display));
     }
   }
   if (::renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
     const int saved = errno;
     ::unlinkat(dirfd, temp.c_str(), 0);
-    return sys_error("rename a symlink to '" + target + "' over '" + std::string(display) + "'", saved);
+    return sys_error("rename a symlink to " + in_quotes(target) + " over " + in_quotes(display), saved);
   }
   // The rename is durable only once the directory entry is on disk.
   if (::fsync(dirfd) != 0) {
-    return sys_error("fsync the directory of '" + std::string(display) + "'");
+    return sys_error("fsync the directory of " + in_quotes(display));
   }
   return {};
 }
@@ -51,7 +52,7 @@ Expected<std::string> read_symlink(int dirfd, const std::string& name, std::stri
   for (;;) {
     const ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
     if (n < 0) {
-      return sys_error("read symlink '" + std::string(display) + "'");
+      return sys_error("read symlink " + in_quotes(display));
     }
     if (static_cast<size_t>(n) < target.size()) {
       target.resize(static_cast<size_t>(n));
@@ -63,7 +64,7 @@ Expected<std::string> read_symlink(int dirfd, const std::string& name, std::stri
 
 Expected<void> fsync_directory(int dirfd, std::string_view display) {
   if (::fsync(dirfd) != 0) {
-    return sys_error("fsync directory '" + std::string(display) + "'");
+    return sys_error("fsync directory " + in_quotes(display));
   }
   return {};
 }

@@ -9,6 +9,7 @@
 #include "hoist/sys/file_copy.hpp"
 #include "hoist/sys/metadata.hpp"
 #include "hoist/util/fd.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -16,14 +17,14 @@ Expected<uint64_t> copy_file_to(int source, int dirfd, const std::string& name, 
                                 const std::function<void(uint64_t)>& on_progress) {
   struct stat st {};
   if (::fstat(source, &st) != 0) {
-    return sys_error("stat the source of '" + std::string(display) + "'");
+    return sys_error("stat the source of " + in_quotes(display));
   }
   if (::lseek(source, 0, SEEK_SET) != 0) {
-    return sys_error("seek the source of '" + std::string(display) + "'");
+    return sys_error("seek the source of " + in_quotes(display));
   }
   Fd target(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!target) {
-    return sys_error("create '" + std::string(display) + "'");
+    return sys_error("create " + in_quotes(display));
   }
   auto fail = [&](SysError error) -> Expected<uint64_t> {
     ::unlinkat(dirfd, name.c_str(), 0);
@@ -31,7 +32,7 @@ Expected<uint64_t> copy_file_to(int source, int dirfd, const std::string& name, 
   };
   struct stat target_st {};
   if (::fstat(target.get(), &target_st) != 0) {
-    return fail(sys_error("stat '" + std::string(display) + "'"));
+    return fail(sys_error("stat " + in_quotes(display)));
   }
   FileCopier copier;
   auto written = copier.copy(source, st.st_dev, target.get(), target_st.st_dev, static_cast<uint64_t>(st.st_size),
@@ -52,7 +53,7 @@ Expected<uint64_t> copy_file_to(int source, int dirfd, const std::string& name, 
     return fail(applied.error());
   }
   if (::fsync(target.get()) != 0) {
-    return fail(sys_error("fsync '" + std::string(display) + "'"));
+    return fail(sys_error("fsync " + in_quotes(display)));
   }
   return *written;
 }

@@ -1,4 +1,5 @@
 #include "hoist/sys/detached_mount.hpp"
+#include "hoist/util/text.hpp"
 
 #include <sys/mount.h>
 
@@ -8,7 +9,7 @@ namespace hoist {
 
 Expected<DetachedMount> DetachedMount::mount_read_only(const std::string& fstype, const std::string& device,
                                                        std::string_view display) {
-  const std::string what = "mount '" + std::string(display) + "' (" + fstype + " on " + device + ")";
+  const std::string what = "mount " + in_quotes(display) + " (" + fstype + " on " + device + ")";
   Fd context(::fsopen(fstype.c_str(), FSOPEN_CLOEXEC));
   if (!context) {
     return sys_error(what);

@@ -1,4 +1,5 @@
 #include "hoist/sys/directory.hpp"
+#include "hoist/util/text.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,10 +14,6 @@
 namespace hoist {
 
 namespace {
-
-std::string in_quotes(std::string_view display) {
-  return "'" + std::string(display) + "'";
-}
 
 std::vector<std::string_view> split(std::string_view relpath) {
   std::vector<std::string_view> parts;

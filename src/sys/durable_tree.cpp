@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hoist/util/fd.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -20,12 +21,12 @@ namespace {
 Expected<void> fsync_tree(int dirfd, const std::string& display) {
   const int copy = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (copy < 0) {
-    return sys_error("open '" + display + "'");
+    return sys_error("open " + in_quotes(display));
   }
   DIR* stream = ::fdopendir(copy);
   if (stream == nullptr) {
     ::close(copy);
-    return sys_error("list '" + display + "'");
+    return sys_error("list " + in_quotes(display));
   }
   std::vector<std::pair<std::string, unsigned char>> entries;
   while (const dirent* entry = ::readdir(stream)) {
@@ -41,7 +42,7 @@ Expected<void> fsync_tree(int dirfd, const std::string& display) {
       // Some filesystems do not fill d_type; never open a device to find out.
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        return sys_error("stat '" + shown + "'");
+        return sys_error("stat " + in_quotes(shown));
       }
       type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_LNK;
     }
@@ -50,7 +51,7 @@ Expected<void> fsync_tree(int dirfd, const std::string& display) {
     }
     Fd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
     if (!fd) {
-      return sys_error("open '" + shown + "'");
+      return sys_error("open " + in_quotes(shown));
     }
     if (type == DT_DIR) {
       if (auto synced = fsync_tree(fd.get(), shown); !synced) {
@@ -59,11 +60,11 @@ Expected<void> fsync_tree(int dirfd, const std::string& display) {
       continue;
     }
     if (::fsync(fd.get()) != 0) {
-      return sys_error("fsync '" + shown + "'");
+      return sys_error("fsync " + in_quotes(shown));
     }
   }
   if (::fsync(dirfd) != 0) {
-    return sys_error("fsync directory '" + display + "'");
+    return sys_error("fsync directory " + in_quotes(display));
   }
   return {};
 }
@@ -96,7 +97,7 @@ Durability default_durability() {
 Expected<void> make_tree_durable(int dirfd, Durability durability, std::string_view display) {
   if (durability == Durability::syncfs) {
     if (::syncfs(dirfd) != 0) {
-      return sys_error("syncfs the filesystem of '" + std::string(display) + "'");
+      return sys_error("syncfs the filesystem of " + in_quotes(display));
     }
     return {};
   }

@@ -1,4 +1,5 @@
 #include "hoist/sys/file_copy.hpp"
+#include "hoist/util/text.hpp"
 
 #include <linux/fs.h>
 #include <sys/ioctl.h>
@@ -18,10 +19,6 @@ namespace {
 constexpr size_t k_buffer_size = size_t{256} * 1024;
 // copy_file_range is asked for this much at a time, so progress moves on big files.
 constexpr size_t k_range_chunk = size_t{8} << 20U;
-
-std::string in_quotes(std::string_view display) {
-  return "'" + std::string(display) + "'";
-}
 
 char* thread_buffer(int which) {
   thread_local std::unique_ptr<char[]> buffers[2];

@@ -9,6 +9,7 @@
 
 #include "hoist/sys/atomic_symlink.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -48,7 +49,7 @@ Expected<HostDir> HostDir::create(const HostRoot& root, const std::string& host_
   }
   if (::mkdirat(parent->fd(), name.c_str(), mode) != 0) {
     if (errno != EEXIST) {
-      return sys_error("create directory '" + root.display(host_path) + "'");
+      return sys_error("create directory " + in_quotes(root.display(host_path)));
     }
   } else if (made != nullptr) {
     made->push_back(host_path);
@@ -72,7 +73,7 @@ Expected<void> HostDir::remove_made(const HostRoot& root, std::vector<std::strin
       if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOENT) {
         return {};  // not empty (or gone): neither it nor what holds it is this run's alone
       }
-      return sys_error("remove the directory '" + root.display(*it) + "' that this run made");
+      return sys_error("remove the directory " + in_quotes(root.display(*it)) + " that this run made");
     }
     if (auto synced = parent->sync(); !synced) {
       return synced.error();
@@ -84,14 +85,14 @@ Expected<void> HostDir::remove_made(const HostRoot& root, std::vector<std::strin
 Expected<HostDir> HostDir::child(const std::string& name) const {
   Fd fd(::openat(m_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
-    return sys_error("open '" + display(name) + "'");
+    return sys_error("open " + in_quotes(display(name)));
   }
   return HostDir(std::move(fd), display(name));
 }
 
 Expected<HostDir> HostDir::make_child(const std::string& name) const {
   if (::mkdirat(m_fd.get(), name.c_str(), 0755) != 0) {
-    return sys_error("create directory '" + display(name) + "'");
+    return sys_error("create directory " + in_quotes(display(name)));
   }
   if (auto synced = sync(); !synced) {
     return synced.error();
@@ -119,12 +120,12 @@ std::optional<struct stat> HostDir::stat(const std::string& name) const {
 Expected<std::vector<std::string>> HostDir::list() const {
   const int copy = ::openat(m_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (copy < 0) {
-    return sys_error("list '" + m_display + "'");
+    return sys_error("list " + in_quotes(m_display));
   }
   DIR* stream = ::fdopendir(copy);
   if (stream == nullptr) {
     ::close(copy);
-    return sys_error("list '" + m_display + "'");
+    return sys_error("list " + in_quotes(m_display));
   }
   std::vector<std::string> names;
   while (const dirent* entry = ::readdir(stream)) {
@@ -139,7 +140,7 @@ Expected<std::vector<std::string>> HostDir::list() const {
 
 Expected<void> HostDir::sync() const {
   if (::fsync(m_fd.get()) != 0) {
-    return sys_error("fsync directory '" + m_display + "'");
+    return sys_error("fsync directory " + in_quotes(m_display));
   }
   return {};
 }
@@ -150,7 +151,7 @@ Expected<void> HostDir::remove_entry(const std::string& name) const {
     if (errno == ENOENT) {
       return {};
     }
-    return sys_error("rename '" + display(name) + "' to '" + display(trash) + "'");
+    return sys_error("rename " + in_quotes(display(name)) + " to " + in_quotes(display(trash)));
   }
   if (auto synced = sync(); !synced) {
     return synced;

@@ -50,7 +50,7 @@ Expected<std::string> read_link_at(int dirfd, const std::string& name) {
   for (;;) {
     const ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
     if (n < 0) {
-      return sys_error("read symlink '" + name + "'");
+      return sys_error("read symlink " + in_quotes(name));
     }
     if (static_cast<size_t>(n) < target.size()) {
       target.resize(static_cast<size_t>(n));
@@ -65,7 +65,7 @@ Expected<std::string> read_link_at(int dirfd, const std::string& name) {
 Expected<HostRoot> HostRoot::open(const std::filesystem::path& dir, Resolver resolver) {
   Fd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
-    return sys_error("open host root '" + dir.string() + "'");
+    return sys_error("open host root " + in_quotes(dir.string()));
   }
   if (resolver == Resolver::automatic) {
     // Probe once: kernels before 5.6 answer ENOSYS, seccomp profiles may answer EPERM.
@@ -103,7 +103,7 @@ std::filesystem::path HostRoot::container_marker() {
 // The last line of defence: the parsers refuse a NUL in anything that becomes a host path, and a path that
 // still holds one would name its own prefix once it became a C string ("/etc\0/app" is "/etc").
 SysError HostRoot::nul_in_path(std::string_view host_path) const {
-  return SysError{"failed to open '" + escaped(display(host_path)) + "': the path contains a NUL character", EINVAL};
+  return SysError{"failed to open " + in_quotes(display(host_path)) + ": the path contains a NUL character", EINVAL};
 }
 
 std::string HostRoot::display(std::string_view host_path) const {
@@ -147,7 +147,7 @@ Expected<Fd> HostRoot::open(std::string_view host_path, int flags, Follow follow
       break;
     }
   }
-  return sys_error("open '" + display(host_path) + "'");
+  return sys_error("open " + in_quotes(display(host_path)));
 }
 
 // The fallback for kernels without openat2: resolve one component at a time,
@@ -189,15 +189,15 @@ Expected<Fd> HostRoot::open_walk(std::string_view host_path, int flags, Follow f
         pending.push_front(name);  // the last component may be created by open below
         break;
       }
-      return sys_error("open '" + shown + "'");
+      return sys_error("open " + in_quotes(shown));
     }
     if (S_ISLNK(st.st_mode) && (!last || follow == Follow::yes)) {
       if (++links > k_max_symlinks) {
-        return sys_error("open '" + shown + "'", ELOOP);
+        return sys_error("open " + in_quotes(shown), ELOOP);
       }
       auto target = read_link_at(current(), name);
       if (!target) {
-        return sys_error("open '" + shown + "'", target.error().errnum);
+        return sys_error("open " + in_quotes(shown), target.error().errnum);
       }
       if (!target->empty() && target->front() == '/') {
         stack.clear();
@@ -214,11 +214,11 @@ Expected<Fd> HostRoot::open_walk(std::string_view host_path, int flags, Follow f
       break;
     }
     if (!S_ISDIR(st.st_mode)) {
-      return sys_error("open '" + shown + "'", ENOTDIR);
+      return sys_error("open " + in_quotes(shown), ENOTDIR);
     }
     Fd next(::openat(current(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) {
-      return sys_error("open '" + shown + "'");
+      return sys_error("open " + in_quotes(shown));
     }
     stack.push_back(std::move(next));
   }
@@ -228,7 +228,7 @@ Expected<Fd> HostRoot::open_walk(std::string_view host_path, int flags, Follow f
   if (!fd) {
     // With Follow::yes the last component was checked not to be a symlink; a
     // symlink that appeared since gives ELOOP here instead of being followed.
-    return sys_error("open '" + shown + "'");
+    return sys_error("open " + in_quotes(shown));
   }
   return fd;
 }
@@ -245,7 +245,7 @@ Expected<std::pair<Fd, std::string>> HostRoot::open_parent(std::string_view host
   const std::string_view dir = slash == std::string_view::npos ? std::string_view("/") : trimmed.substr(0, slash + 1);
   const std::string name(slash == std::string_view::npos ? trimmed : trimmed.substr(slash + 1));
   if (name.empty() || name == "." || name == "..") {
-    return SysError{"failed to open the directory of '" + display(host_path) + "': it names no entry", EINVAL};
+    return SysError{"failed to open the directory of " + in_quotes(display(host_path)) + ": it names no entry", EINVAL};
   }
   auto fd = open(dir, O_PATH | O_DIRECTORY);
   if (!fd) {
@@ -279,7 +279,7 @@ Expected<Fd> HostRoot::make_directories(std::string_view host_path, mode_t mode)
   }
   auto& [dirfd, name] = *parent;
   if (::mkdirat(dirfd.get(), name.c_str(), mode) != 0 && errno != EEXIST) {
-    return sys_error("create directory '" + display(host_path) + "'");
+    return sys_error("create directory " + in_quotes(display(host_path)));
   }
   return open(host_path, O_PATH | O_DIRECTORY);
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "hoist/sys/termination.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -44,7 +45,7 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
   // our O_CREAT to any file.
   Fd fd(::openat(dirfd.get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd) {
-    return sys_error("open lock file '" + shown + "'");
+    return sys_error("open lock file " + in_quotes(shown));
   }
 
   // Polling with LOCK_NB keeps the process single-threaded and signal-safe; a
@@ -57,7 +58,7 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
       continue;
     }
     if (errno != EWOULDBLOCK) {
-      return sys_error("lock '" + shown + "'");
+      return sys_error("lock " + in_quotes(shown));
     }
     const long holder = recorded_pid(fd.get());
     if (!announced && on_wait) {
@@ -66,7 +67,7 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
     announced = true;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      std::string message = "failed to lock '" + shown + "': still held";
+      std::string message = "failed to lock " + in_quotes(shown) + ": still held";
       if (holder > 0) {
         message += " by pid " + std::to_string(holder);
       }
@@ -77,7 +78,7 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
     // SIGTERM/SIGINT end the wait at once (sys/termination.hpp), when handled.
     if (const Interrupt* stop = termination::interrupt(); stop != nullptr) {
       if (stop->wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(pause))) {
-        return SysError{"failed to lock '" + shown + "': stopped by " + std::string(termination::received_name()) +
+        return SysError{"failed to lock " + in_quotes(shown) + ": stopped by " + std::string(termination::received_name()) +
                             " while waiting for it",
                         EINTR};
       }

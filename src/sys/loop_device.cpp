@@ -1,4 +1,5 @@
 #include "hoist/sys/loop_device.hpp"
+#include "hoist/util/text.hpp"
 
 #include <fcntl.h>
 #include <linux/loop.h>
@@ -43,7 +44,7 @@ int configure(int loop_fd, int file_fd) {
 Expected<LoopDevice> LoopDevice::attach_read_only(int file_fd, std::string_view display) {
   Fd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (!control) {
-    return sys_error("open '/dev/loop-control' (to attach '" + std::string(display) + "')");
+    return sys_error("open '/dev/loop-control' (to attach " + in_quotes(display) + ")");
   }
   // A few rounds: a free device can be taken by someone else before we bind it.
   constexpr int k_attempts = 16;
@@ -51,22 +52,22 @@ Expected<LoopDevice> LoopDevice::attach_read_only(int file_fd, std::string_view 
   for (int attempt = 0; attempt < k_attempts; ++attempt) {
     const int index = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
     if (index < 0) {
-      return sys_error("find a free loop device for '" + std::string(display) + "'");
+      return sys_error("find a free loop device for " + in_quotes(display));
     }
     std::string path = "/dev/loop" + std::to_string(index);
     Fd loop(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!loop) {
-      return sys_error("open '" + path + "' (to attach '" + std::string(display) + "')");
+      return sys_error("open " + in_quotes(path) + " (to attach " + in_quotes(display) + ")");
     }
     last_errno = configure(loop.get(), file_fd);
     if (last_errno == 0) {
       return LoopDevice(std::move(loop), std::move(path));
     }
     if (last_errno != EBUSY) {
-      return sys_error("attach '" + std::string(display) + "' to '" + path + "'", last_errno);
+      return sys_error("attach " + in_quotes(display) + " to " + in_quotes(path), last_errno);
     }
   }
-  return sys_error("attach '" + std::string(display) + "' to a loop device", last_errno);
+  return sys_error("attach " + in_quotes(display) + " to a loop device", last_errno);
 }
 
 }  // namespace hoist

@@ -1,4 +1,5 @@
 #include "hoist/sys/metadata.hpp"
+#include "hoist/util/text.hpp"
 
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -14,10 +15,6 @@
 namespace hoist {
 
 namespace {
-
-std::string in_quotes(std::string_view display) {
-  return "'" + std::string(display) + "'";
-}
 
 /// The l*xattr path of an entry that is not open: the kernel resolves the
 /// /proc magic link to the directory and then never follows `name`.
@@ -152,7 +149,7 @@ Expected<std::string> read_value(NodeRef node, std::string& path, const char* na
       return std::string();
     }
     if (errno != ERANGE) {
-      return sys_error("read xattr '" + std::string(name) + "' of " + in_quotes(display));
+      return sys_error("read xattr " + in_quotes(name) + " of " + in_quotes(display));
     }
     n = get_value(node, path, name, nullptr, 0);
     if (n < 0) {
@@ -189,7 +186,7 @@ Expected<void> set_xattrs(NodeRef node, const Xattrs& xattrs, ExistingXattrs exi
       }
       const int rc = by_fd ? ::fremovexattr(node.fd, name) : ::lremovexattr(path.c_str(), name);
       if (rc != 0 && errno != ENODATA) {
-        return sys_error("remove xattr '" + std::string(view) + "' of " + in_quotes(display));
+        return sys_error("remove xattr " + in_quotes(view) + " of " + in_quotes(display));
       }
     }
   }
@@ -197,7 +194,7 @@ Expected<void> set_xattrs(NodeRef node, const Xattrs& xattrs, ExistingXattrs exi
     const int rc = by_fd ? ::fsetxattr(node.fd, x.name.c_str(), x.value.data(), x.value.size(), 0)
                          : ::lsetxattr(path.c_str(), x.name.c_str(), x.value.data(), x.value.size(), 0);
     if (rc != 0) {
-      return sys_error("set xattr '" + x.name + "' on " + in_quotes(display));
+      return sys_error("set xattr " + in_quotes(x.name) + " on " + in_quotes(display));
     }
   }
   return {};

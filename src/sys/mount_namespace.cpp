@@ -1,4 +1,5 @@
 #include "hoist/sys/mount_namespace.hpp"
+#include "hoist/util/text.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -11,11 +12,11 @@ namespace hoist {
 Expected<MountNamespace> MountNamespace::open(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
-    return sys_error("open mount namespace '" + path + "'");
+    return sys_error("open mount namespace " + in_quotes(path));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
-    return sys_error("stat mount namespace '" + path + "'");
+    return sys_error("stat mount namespace " + in_quotes(path));
   }
   return MountNamespace(std::move(fd), path, st.st_dev, st.st_ino);
 }
@@ -30,7 +31,7 @@ std::string MountNamespace::name() const {
 
 Expected<void> MountNamespace::enter() const {
   if (::setns(m_fd.get(), CLONE_NEWNS) != 0) {
-    return sys_error("enter mount namespace '" + m_path + "' (" + name() + ")");
+    return sys_error("enter mount namespace " + in_quotes(m_path) + " (" + name() + ")");
   }
   return {};
 }

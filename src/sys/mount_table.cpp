@@ -12,6 +12,7 @@
 
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -40,7 +41,7 @@ bool has_ro(const std::string& options) {
 }  // namespace
 
 std::string MountEntry::describe() const {
-  std::string text = "'" + target + "' (" + fstype + " on " + source;
+  std::string text = "" + in_quotes(target) + " (" + fstype + " on " + source;
   if (!root.empty() && root != "/") {
     text += ", a bind of " + root;
   }
@@ -52,22 +53,22 @@ Expected<MountEntry> find_mount(int mountinfo_fd, int mount_id, std::string_view
   // not close the caller's.
   const int copy = ::fcntl(mountinfo_fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) {
-    return sys_error("read mount table '" + std::string(display) + "'");
+    return sys_error("read mount table " + in_quotes(display));
   }
   // From the start, whoever read the descriptor before (a dup shares the offset).
   (void)::lseek(copy, 0, SEEK_SET);
   std::unique_ptr<FILE, FileCloser> stream(::fdopen(copy, "r"));
   if (!stream) {
     ::close(copy);
-    return sys_error("read mount table '" + std::string(display) + "'");
+    return sys_error("read mount table " + in_quotes(display));
   }
   std::unique_ptr<libmnt_table, TableDeleter> table(mnt_new_table());
   if (!table) {
-    return SysError{"failed to read mount table '" + std::string(display) + "': out of memory", ENOMEM};
+    return SysError{"failed to read mount table " + in_quotes(display) + ": out of memory", ENOMEM};
   }
   const std::string name(display);
   if (const int r = mnt_table_parse_stream(table.get(), stream.get(), name.c_str()); r != 0) {
-    return sys_error("parse mount table '" + name + "'", r < 0 ? -r : EINVAL);
+    return sys_error("parse mount table " + in_quotes(name), r < 0 ? -r : EINVAL);
   }
   std::unique_ptr<libmnt_iter, IterDeleter> iter(mnt_new_iter(MNT_ITER_FORWARD));
   libmnt_fs* fs = nullptr;
@@ -93,7 +94,7 @@ Expected<MountEntry> find_mount(int mountinfo_fd, int mount_id, std::string_view
     entry.filesystem_read_only = has_ro(entry.fs_options);
     return entry;
   }
-  return SysError{"failed to find mount " + std::to_string(mount_id) + " in '" + name + "'", ENOENT};
+  return SysError{"failed to find mount " + std::to_string(mount_id) + " in " + in_quotes(name), ENOENT};
 }
 
 Expected<int> mount_id_of(int fd, std::string_view display) {
@@ -104,12 +105,12 @@ Expected<int> mount_id_of(int fd, std::string_view display) {
   }
   auto info = read_file_at(AT_FDCWD, "/proc/self/fdinfo/" + std::to_string(fd), "fdinfo", 64U << 10U);
   if (!info) {
-    return SysError{"failed to find the mount of '" + std::string(display) + "': " + info.error().message,
+    return SysError{"failed to find the mount of " + in_quotes(display) + ": " + info.error().message,
                     info.error().errnum};
   }
   const auto at = info->find("mnt_id:");
   if (at == std::string::npos) {
-    return SysError{"failed to find the mount of '" + std::string(display) + "': no mnt_id in fdinfo", ENOTSUP};
+    return SysError{"failed to find the mount of " + in_quotes(display) + ": no mnt_id in fdinfo", ENOTSUP};
   }
   return std::atoi(info->c_str() + at + 7);
 }

@@ -1,4 +1,5 @@
 #include "hoist/sys/remount.hpp"
+#include "hoist/util/text.hpp"
 
 #include <fcntl.h>
 #include <sys/mount.h>
@@ -60,14 +61,14 @@ std::string_view to_string(RemountScope scope) {
 Expected<Fd> open_mount_root(const MountEntry& entry) {
   Fd fd(::open(entry.target.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
-    return sys_error("open mount point '" + entry.target + "'");
+    return sys_error("open mount point " + in_quotes(entry.target));
   }
   auto id = mount_id_of(fd.get(), entry.target);
   if (!id) {
     return id.error();
   }
   if (*id != entry.id) {
-    return SysError{"failed to open mount point '" + entry.target + "': another mount covers it", EBUSY};
+    return SysError{"failed to open mount point " + in_quotes(entry.target) + ": another mount covers it", EBUSY};
   }
   return fd;
 }

@@ -22,6 +22,7 @@
 
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -170,7 +171,7 @@ std::string restore_all(std::vector<Held>& held) {
       auto& [fd, ancestor] = *nearest;
       struct stat st {};
       if (::fstat(fd.get(), &st) != 0) {
-        throw Failure(system_message("stat '" + ancestor + "'", errno));
+        throw Failure(system_message("stat " + in_quotes(ancestor), errno));
       }
       const MountEntry entry = mount_of(proc_fd, fd.get(), ancestor).value();
       bool changed = false;
@@ -305,7 +306,7 @@ Expected<RemountGuard> RemountGuard::engage(const HostRoot& root, const MountNam
       if (!fd || ::fstat(fd->get(), &st) != 0 || std::to_string(st.st_dev) != f[3] ||
           std::to_string(st.st_ino) != f[4]) {
         (void)guard.restore();
-        return SysError{"failed to remount for '" + f[1] + "': the host's '" + ancestor + "' (on mount " +
+        return SysError{"failed to remount for " + in_quotes(f[1]) + ": the host's " + in_quotes(ancestor) + " (on mount " +
                             mount.entry.describe() + ") is not what '" + root.display(ancestor) +
                             "' is here: this mount namespace does not see that mount (mounted after the pod "
                             "started, or the host root is not a recursive bind of the host's /)",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hoist/util/fd.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -19,10 +20,6 @@ namespace {
 // Large enough that a multi-GiB payload costs few syscalls, small enough to stay off
 // the stack's way and out of a container's memory limit.
 constexpr std::size_t k_read_buffer_size = std::size_t{256} * 1024;
-
-std::string in_quotes(std::string_view path) {
-  return "'" + std::string(path) + "'";
-}
 
 /// Throws Failure for an OpenSSL call that fails only when OpenSSL itself is broken.
 [[noreturn]] void throw_openssl_failure(std::string_view what) {

@@ -1,4 +1,5 @@
 #include "hoist/sys/system_bus.hpp"
+#include "hoist/util/text.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -36,7 +37,7 @@ Expected<BusAddress> system_bus_address(const HostRoot& root, const std::string&
   auto socket = root.open(k_socket, O_PATH);
   if (!socket) {
     return SysError{
-        "failed to find the system bus socket '" + root.display(k_socket) + "': " + errno_text(socket.error().errnum),
+        "failed to find the system bus socket " + in_quotes(root.display(k_socket)) + ": " + errno_text(socket.error().errnum),
         socket.error().errnum};
   }
   std::string address = "unix:path=/proc/self/fd/" + std::to_string(socket->get());
@@ -50,7 +51,7 @@ SystemBus& SystemBus::operator=(SystemBus&&) noexcept = default;
 SystemBus::~SystemBus() = default;
 
 Expected<SystemBus> SystemBus::connect(BusAddress address, std::chrono::milliseconds call_timeout) {
-  const std::string what = "connect to the system bus at '" + address.display + "'";
+  const std::string what = "connect to the system bus at " + in_quotes(address.display);
   BusRef ref;
   int r = sd_bus_new(&ref.bus);
   if (r >= 0) {
@@ -110,11 +111,11 @@ Expected<BusWait> SystemBus::wait_until(const std::function<bool()>& done,
       const int bus_timeout = poll_data.getPollTimeout();
       const int timeout = bus_timeout < 0 ? static_cast<int>(left) : std::min(bus_timeout, static_cast<int>(left));
       if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
-        return sys_error("wait on the system bus at '" + m_display + "'");
+        return sys_error("wait on the system bus at " + in_quotes(m_display));
       }
     }
   } catch (const sdbus::Error& e) {
-    return SysError{"failed to read from the system bus at '" + m_display + "': " + e.getMessage(), EIO};
+    return SysError{"failed to read from the system bus at " + in_quotes(m_display) + ": " + e.getMessage(), EIO};
   }
 }
 

@@ -161,10 +161,10 @@ std::vector<std::string_view> ArchiveIndex::check_parents(std::string_view path,
     // Our own walk opens directories with O_NOFOLLOW and would fail anyway; this says why.
     if (type == S_IFLNK) {
       refuse_entry(raw, m_archive,
-                   "it passes through '" + escaped(parent) + "', a symlink made earlier in the archive");
+                   "it passes through " + in_quotes(parent) + ", a symlink made earlier in the archive");
     }
     if (type != S_IFDIR) {
-      refuse_entry(raw, m_archive, "its parent '" + escaped(parent) + "' is not a directory");
+      refuse_entry(raw, m_archive, "its parent " + in_quotes(parent) + " is not a directory");
     }
     current = *child;
   }
@@ -176,16 +176,16 @@ std::vector<std::string_view> ArchiveIndex::check_parents(std::string_view path,
 
 EntryState ArchiveIndex::check_link_target(std::string_view raw, std::string_view link, std::string& target) const {
   if (check_entry_name(link, target) != NameProblem::none || target.empty()) {
-    refuse_entry(raw, m_archive, "it is a hard link to '" + escaped(link) + "', outside the payload");
+    refuse_entry(raw, m_archive, "it is a hard link to " + in_quotes(link) + ", outside the payload");
   }
   const std::optional<Id> id = find(target);
   const EntryState found = id ? state(*id) : EntryState{};
   if (!id || found.implicit) {
     refuse_entry(raw, m_archive,
-                 "it is a hard link to '" + escaped(link) + "', which is not an earlier entry of the archive");
+                 "it is a hard link to " + in_quotes(link) + ", which is not an earlier entry of the archive");
   }
   if (found.type == S_IFDIR) {
-    refuse_entry(raw, m_archive, "it is a hard link to the directory '" + escaped(link) + "'");
+    refuse_entry(raw, m_archive, "it is a hard link to the directory " + in_quotes(link));
   }
   return found;
 }

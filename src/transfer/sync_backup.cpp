@@ -135,7 +135,6 @@ void SyncJournal::keep_by_rename(int dest_dir, const std::string& name, std::str
 
 void restore_sync_backup(int dest_dir, int backup_dir) {
   using transfer::checked;
-  using transfer::in_quotes;
   using transfer::split_parent;
   const std::string dest_display = fd_display(dest_dir);
   const std::string backup_display = fd_display(backup_dir);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "hoist/util/expected.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist::transfer {
 
@@ -22,9 +23,6 @@ inline void checked(Expected<void> result) {
   result.value();
 }
 
-inline std::string in_quotes(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
 
 /// The threads of a transfer: `asked`, or twice the cores (at most 16) when 0.
 /// A walk of small files waits on the disk about as long as it computes, so a

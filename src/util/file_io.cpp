@@ -11,10 +11,6 @@
 
 namespace hoist {
 
-namespace {
-std::string quoted(std::string_view display) { return "'" + std::string(display) + "'"; }
-}  // namespace
-
 std::string_view file_type_name(mode_t mode) noexcept {
   switch (mode & S_IFMT) {
     case S_IFREG: return "a regular file";
@@ -30,11 +26,11 @@ std::string_view file_type_name(mode_t mode) noexcept {
 
 Expected<std::string> read_file_at(int dirfd, const std::string& relpath, std::string_view display, size_t max_bytes) {
   if (relpath.find('\0') != std::string::npos) {  // as a C string it would name another file
-    return SysError{"failed to open " + quoted(escaped(display)) + ": the path contains a NUL character", EINVAL};
+    return SysError{"failed to open " + in_quotes(display) + ": the path contains a NUL character", EINVAL};
   }
   Fd fd(::openat(dirfd, relpath.c_str(), k_read_flags));
   if (!fd) {
-    return sys_error("open " + quoted(display));
+    return sys_error("open " + in_quotes(display));
   }
   return read_fd(fd.get(), display, max_bytes);
 }
@@ -42,11 +38,11 @@ Expected<std::string> read_file_at(int dirfd, const std::string& relpath, std::s
 Expected<std::string> read_fd(int fd, std::string_view display, size_t max_bytes) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    return sys_error("stat " + quoted(display));
+    return sys_error("stat " + in_quotes(display));
   }
   // Only a regular file has an end: a FIFO, a socket or a device would block or never end.
   if (!S_ISREG(st.st_mode)) {
-    return SysError{"failed to read " + quoted(display) + ": it is " + std::string(file_type_name(st.st_mode)) +
+    return SysError{"failed to read " + in_quotes(display) + ": it is " + std::string(file_type_name(st.st_mode)) +
                         ", not a regular file",
                     EINVAL};
   }
@@ -58,13 +54,13 @@ Expected<std::string> read_fd(int fd, std::string_view display, size_t max_bytes
       if (errno == EINTR) {
         continue;
       }
-      return sys_error("read " + quoted(display));
+      return sys_error("read " + in_quotes(display));
     }
     if (n == 0) {
       break;
     }
     if (data.size() + static_cast<size_t>(n) > max_bytes) {
-      return SysError{"failed to read " + quoted(display) + ": larger than " + std::to_string(max_bytes) + " bytes",
+      return SysError{"failed to read " + in_quotes(display) + ": larger than " + std::to_string(max_bytes) + " bytes",
                       EFBIG};
     }
     data.append(buffer, static_cast<size_t>(n));
@@ -79,7 +75,7 @@ Expected<void> write_all(int fd, std::string_view data, std::string_view display
       if (errno == EINTR) {
         continue;
       }
-      return sys_error("write " + quoted(display));
+      return sys_error("write " + in_quotes(display));
     }
     data.remove_prefix(static_cast<size_t>(n));
   }
@@ -88,7 +84,7 @@ Expected<void> write_all(int fd, std::string_view data, std::string_view display
 
 Expected<void> fsync_fd(int fd, std::string_view display) {
   if (::fsync(fd) != 0) {
-    return sys_error("fsync " + quoted(display));
+    return sys_error("fsync " + in_quotes(display));
   }
   return {};
 }

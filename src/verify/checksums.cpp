@@ -18,6 +18,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/fd.hpp"
 #include "hoist/util/file_io.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -29,10 +30,6 @@ constexpr std::size_t k_max_sums_size = 16U << 20U;
 // the limits only keep a wrong file (an image, a tarball) from being read whole.
 constexpr std::size_t k_max_key_size = 64U << 10U;
 constexpr std::size_t k_max_signature_size = 64U << 10U;
-
-std::string in_quotes(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
 
 /// Reads a whole input file, a path in the container that the user named. Every
 /// failure is bad input: UsageError naming the path.

@@ -9,6 +9,7 @@
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/verify/checksums.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist {
 
@@ -25,12 +26,12 @@ void verify_tree(const ComponentSpec& spec, const fs::path& root, Sha256Verifier
   std::error_code error;
   fs::recursive_directory_iterator it(root, fs::directory_options::none, error);
   if (error) {
-    throw Failure(system_message("list '" + root.string() + "'", error.value()));
+    throw Failure(system_message("list " + in_quotes(root.string()), error.value()));
   }
   uint64_t files = 0;
   for (const fs::recursive_directory_iterator end; it != end; it.increment(error)) {
     if (error) {
-      throw Failure(system_message("list '" + root.string() + "'", error.value()));
+      throw Failure(system_message("list " + in_quotes(root.string()), error.value()));
     }
     const fs::directory_entry& entry = *it;
     // Symlinks are never followed (directory_options::none does not descend
