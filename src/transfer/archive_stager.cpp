@@ -230,15 +230,18 @@ class ArchiveStager {
     }
     const int target_dir = checked(m_targets.open(parent));
     if (outcome == Outcome::unchanged && m_link_works) {
-      if (::linkat(compare_dir, name.c_str(), target_dir, name.c_str(), 0) == 0) {
-        m_index.add(path, state);
-        return;
+      // An inode another name of this archive took stays theirs: this name is copied (LinkDestClaims).
+      if (m_claims.claim(existing.st)) {
+        if (::linkat(compare_dir, name.c_str(), target_dir, name.c_str(), 0) == 0) {
+          m_index.add(path, state);
+          return;
+        }
+        if (errno != EXDEV && errno != EMLINK) {
+          throw Failure(system_message(
+              "link " + in_quotes(compare_display(path)) + " to " + in_quotes(staging_display(path)), errno));
+        }
+        m_link_works = errno != EXDEV;
       }
-      if (errno != EXDEV && errno != EMLINK) {
-        throw Failure(system_message(
-            "link " + in_quotes(compare_display(path)) + " to " + in_quotes(staging_display(path)), errno));
-      }
-      m_link_works = errno != EXDEV;
       // In checksum mode the data was read while comparing: link_dest has the same bytes.
       if (m_options.compare == Compare::checksum) {
         equal_prefix = meta.size;
@@ -587,6 +590,7 @@ class ArchiveStager {
   WorkPool m_pool;
   WriteBehind m_write_behind;
   bool m_link_works = true;
+  LinkDestClaims m_claims;
   bool m_root_seen = false;
   std::vector<DirRecord> m_dirs;
   uint64_t m_unpacked_done = 0;

@@ -71,6 +71,14 @@ int open_source(SourceNode& node, std::string_view display) {
   return node.fd.get();
 }
 
+bool LinkDestClaims::claim(const struct stat& st) {
+  if (st.st_nlink <= 1) {
+    return true;
+  }
+  const std::lock_guard lock(m_mutex);
+  return m_taken.insert(st.st_ino).second;
+}
+
 ExistingNode stat_existing(int dirfd, const char* name, std::string_view display) {
   ExistingNode existing;
   if (dirfd < 0) {

@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "hoist/sys/file_copy.hpp"
@@ -46,6 +48,22 @@ int open_source(SourceNode& node, std::string_view display);
 struct ExistingNode {
   bool present = false;
   struct stat st {};
+};
+
+/// The inodes of link_dest that a staged version took over (by a hard link) for
+/// an unchanged file. Each is taken once: two names of the payload that are two
+/// files must stay two inodes, even when they were one hard-link group in the old
+/// version (rsync --link-dest joins them). Thread-safe.
+class LinkDestClaims {
+ public:
+  /// Whether the staging may hard-link the link_dest file `st` (its lstat, taken
+  /// before any link of this run): true the first time for an inode, and always
+  /// for an inode that had one name then (no other name can lead to it).
+  bool claim(const struct stat& st);
+
+ private:
+  std::mutex m_mutex;
+  std::unordered_set<ino_t> m_taken;  ///< link_dest is one filesystem
 };
 
 /// lstat of `name` in `dirfd`; absent when `dirfd` is -1 or the name does not exist.

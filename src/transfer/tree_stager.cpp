@@ -203,7 +203,7 @@ class DirectoryStager : PayloadWalk {
       m_counters.count(outcome, bytes);
       return outcome;
     }
-    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) && link_from_compare(fds, name, relpath)) {
+    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) && link_from_compare(fds, name, relpath, existing.st)) {
       m_counters.count(outcome, bytes);
       return outcome;
     }
@@ -222,9 +222,11 @@ class DirectoryStager : PayloadWalk {
     return outcome;
   }
 
-  /// Hard-links an unchanged file from link_dest; false when it has to be copied instead.
-  bool link_from_compare(const DirFds& fds, const std::string& name, const std::string& relpath) {
-    if (!m_link_works.load(std::memory_order_relaxed)) {
+  /// Hard-links an unchanged file from link_dest (`existing` is its lstat); false when it has to be copied
+  /// instead: across filesystems, at the link limit, or when another name of this payload took that inode.
+  bool link_from_compare(const DirFds& fds, const std::string& name, const std::string& relpath,
+                         const struct stat& existing) {
+    if (!m_link_works.load(std::memory_order_relaxed) || !m_claims.claim(existing)) {
       return false;
     }
     if (::linkat(fds.compare, name.c_str(), fds.target, name.c_str(), 0) == 0) {
@@ -333,6 +335,7 @@ class DirectoryStager : PayloadWalk {
   std::string m_staging_display;
   std::string m_compare_display;
   std::atomic<bool> m_link_works{true};
+  LinkDestClaims m_claims;
   std::vector<DirRecord> m_dirs;  ///< guarded by m_mutex during the walk
 };
 
