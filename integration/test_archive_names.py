@@ -6,7 +6,11 @@ raw, in the text log or the JSON one.
 import io
 import json
 import os
+import shutil
+import subprocess
 import tarfile
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +18,7 @@ from payloads import manifest_without, upgrade
 from test_hostile import MAY_CHANGE, MTIME, installed, tree_args  # noqa: F401 (installed is a fixture)
 
 # ESC (a terminal escape sequence), BEL and CR (which returns to the start of the line and forges what follows).
+BSDTAR = shutil.which("bsdtar")
 CONTROL = "\x1b[31mred\x1b[0m\a\rforged"
 CONTROL_BYTES = {chr(c) for c in range(0x20)} - {"\n"} | {"\x7f"}
 
@@ -83,3 +88,91 @@ def test_an_acl_user_name_is_quoted_escaped(installed, tmp_path):  # noqa: F811
     assert_no_raw_control(result.stderr)
     assert "its access ACL names user 'al\\x1b[31mred\\x1b[0m\\x07\\rforged' without a numeric id" in result.stderr
     assert manifest_without(installed, *MAY_CHANGE) == before
+
+
+# --- names in UTF-8 and other bytes --------------------------------------------------------------------------
+
+NAMES = ["café/naïve.txt", "日本/ü", "plain/ascii.txt"]
+
+
+def zip_archive(path, names, utf8_flag=True, directory=None):
+    """A zip of `names` (data: the name's bytes); zipfile sets the UTF-8 flag on non-ASCII names, which is cleared
+    again (local headers and central directory) when `utf8_flag` is false: the bytes stay UTF-8 either way."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        if directory is not None:
+            archive.writestr(zipfile.ZipInfo(directory, date_time=(2023, 11, 14, 0, 0, 0)), b"")
+        for name in names:
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2023, 11, 14, 0, 0, 0)), name.encode())
+    data = bytearray(out.getvalue())
+    if not utf8_flag:
+        for signature, flags in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+            at = data.find(signature)
+            while at >= 0:
+                data[at + flags + 1] &= ~0x08 & 0xFF
+                at = data.find(signature, at + 4)
+    Path(path).write_bytes(bytes(data))
+    return Path(path)
+
+
+def installed_names(root):
+    """Every path under `root` as bytes, relative."""
+    root = os.fsencode(root)
+    out = set()
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            out.add(os.path.relpath(os.path.join(directory, name), root))
+    return out
+
+
+def expected_names(names):
+    out = set()
+    for name in names:
+        parts = name.encode().split(b"/")
+        out.update(b"/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return out
+
+
+@pytest.mark.parametrize("utf8_flag", [True, False], ids=["utf8-flag", "no-flag"])
+def test_a_zip_with_utf8_names_is_installed_with_those_bytes(installed, tmp_path, utf8_flag):  # noqa: F811
+    archive = zip_archive(tmp_path / "names.zip", NAMES, utf8_flag, directory="répertoire/")
+    upgrade(installed, *tree_args(archive), check=0)
+    root = installed / "opt/app/2.0.0"
+    assert installed_names(root) == expected_names(NAMES) | {"répertoire".encode()}
+    assert (root / "répertoire").is_dir()
+    for name in NAMES:
+        assert (root / name).read_bytes() == name.encode()
+
+
+def test_a_bsdtar_zip_and_a_pax_tar_with_utf8_names_are_installed_with_those_bytes(installed, tmp_path):  # noqa: F811
+    if BSDTAR is None:
+        pytest.skip("bsdtar is not installed")
+    tree = tmp_path / "tree"
+    for name in NAMES:
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_bytes(name.encode())
+    for fmt, extra in (("zip", ["--options", "zip:hdrcharset=UTF-8"]), ("pax", [])):
+        archive = tmp_path / f"names.{fmt}"
+        subprocess.run([BSDTAR, "-cf", str(archive), "--format", fmt, *extra, "-C", str(tree), *sorted(
+            {name.split("/")[0] for name in NAMES})], check=True, env={"LC_ALL": "C.UTF-8", "PATH": os.environ["PATH"]})
+        version = "2.0.0" if fmt == "zip" else "3.0.0"
+        upgrade(installed, *tree_args(archive, version), check=0)
+        root = installed / "opt/app" / version
+        assert installed_names(root) == expected_names(NAMES), fmt
+        for name in NAMES:
+            assert (root / name).read_bytes() == name.encode(), fmt
+
+
+def test_a_zip_name_in_invalid_utf8_is_installed_with_its_bytes(installed, tmp_path):  # noqa: F811
+    # No UTF-8 flag: libarchive leaves the bytes as they are, and so does hoist.
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("QQ-name", date_time=(2023, 11, 14, 0, 0, 0)), b"content\n")
+    data = out.getvalue()
+    assert data.count(b"QQ-name") == 2  # the local header and the central directory
+    archive = tmp_path / "latin1.zip"
+    archive.write_bytes(data.replace(b"QQ-name", b"\xe9\xe8-name"))
+    upgrade(installed, *tree_args(archive), check=0)
+    root = installed / "opt/app/2.0.0"
+    assert installed_names(root) == {b"\xe9\xe8-name"}
+    assert (root / os.fsdecode(b"\xe9\xe8-name")).read_bytes() == b"content\n"

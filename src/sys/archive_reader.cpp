@@ -16,6 +16,7 @@
 
 #include "hoist/sys/compressed_stream.hpp"
 #include "hoist/sys/posix_acl.hpp"
+#include "hoist/sys/zip_names.hpp"
 #include "hoist/util/text.hpp"
 
 namespace hoist {
@@ -146,6 +147,8 @@ Expected<ArchiveReader> ArchiveReader::open(const std::filesystem::path& path) {
 ArchiveReader::ArchiveReader(ArchiveReader&& other) noexcept
     : m_archive(std::exchange(other.m_archive, nullptr)),
       m_entry(std::exchange(other.m_entry, nullptr)),
+      m_entries(other.m_entries),
+      m_zip_names(std::move(other.m_zip_names)),
       m_fd(std::move(other.m_fd)),
       m_file_size(other.m_file_size),
       m_display(std::move(other.m_display)) {}
@@ -157,6 +160,8 @@ ArchiveReader& ArchiveReader::operator=(ArchiveReader&& other) noexcept {
     }
     m_archive = std::exchange(other.m_archive, nullptr);
     m_entry = std::exchange(other.m_entry, nullptr);
+    m_entries = other.m_entries;
+    m_zip_names = std::move(other.m_zip_names);
     m_fd = std::move(other.m_fd);
     m_file_size = other.m_file_size;
     m_display = std::move(other.m_display);
@@ -188,7 +193,41 @@ Expected<archive_entry*> ArchiveReader::next() {
     return error("read archive " + in_quotes(m_display));
   }
   m_entry = entry;
+  ++m_entries;
+  if (archive_entry_pathname(entry) == nullptr &&
+      (archive_format(m_archive) & ARCHIVE_FORMAT_BASE_MASK) == ARCHIVE_FORMAT_ZIP) {
+    if (auto restored = restore_zip_name(entry); !restored) {
+      return restored.error();
+    }
+  }
   return entry;
+}
+
+Expected<void> ArchiveReader::restore_zip_name(archive_entry* entry) {
+  // libarchive converts a name with zip's UTF-8 flag to the locale's charset; the static binary runs in the C
+  // locale, which holds no byte past 0x7f, and libarchive then drops the name. The local header has its bytes.
+  if (!m_zip_names) {
+    auto names = zip_local_names(m_fd.get(), m_file_size);
+    if (!names) {
+      return SysError{"failed to read archive " + in_quotes(m_display) + ": " + names.error().message,
+                      names.error().errnum};
+    }
+    m_zip_names = std::move(*names);
+  }
+  if (m_entries > m_zip_names->size()) {
+    return SysError{"failed to read archive " + in_quotes(m_display) +
+                        ": its central directory lists fewer entries than the archive has",
+                    EILSEQ};
+  }
+  const std::string& name = (*m_zip_names)[m_entries - 1];
+  archive_entry_copy_pathname(entry, name.c_str());
+  // What libarchive does for the names it can read: a name ending in '/' is a directory, whatever the mode says.
+  if (!name.empty() && name.back() == '/' && archive_entry_filetype(entry) != AE_IFDIR) {
+    archive_entry_set_filetype(entry, AE_IFDIR);
+    archive_entry_set_perm(entry, archive_entry_perm(entry) | 0111);
+    archive_entry_set_size(entry, 0);
+  }
+  return {};
 }
 
 Expected<ArchiveReader::Block> ArchiveReader::read_block() {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hoist/sys/metadata.hpp"
 #include "hoist/util/expected.hpp"
@@ -34,7 +35,8 @@ class ArchiveReader {
   ~ArchiveReader();
 
   /// The next entry's header, or nullptr after the last entry. The entry is
-  /// valid until the next call.
+  /// valid until the next call. A zip entry's name is its bytes as stored,
+  /// with or without the UTF-8 flag (zip_local_names()).
   Expected<archive_entry*> next();
 
   /// Decodes the whole file once to check its compression's own integrity
@@ -64,9 +66,13 @@ class ArchiveReader {
   ArchiveReader(struct archive* handle, Fd fd, uint64_t file_size, std::string display)
       : m_archive(handle), m_fd(std::move(fd)), m_file_size(file_size), m_display(std::move(display)) {}
   [[nodiscard]] SysError error(std::string_view what) const;
+  /// Gives a zip entry whose name libarchive could not convert the name its local header stores.
+  Expected<void> restore_zip_name(archive_entry* entry);
 
   struct archive* m_archive = nullptr;
   archive_entry* m_entry = nullptr;  ///< the entry next() returned last
+  size_t m_entries = 0;               ///< how many entries next() returned
+  std::optional<std::vector<std::string>> m_zip_names;  ///< zip_local_names(), read when first needed
   Fd m_fd;
   uint64_t m_file_size = 0;
   std::string m_display;
