@@ -176,3 +176,25 @@ def test_a_zip_name_in_invalid_utf8_is_installed_with_its_bytes(installed, tmp_p
     root = installed / "opt/app/2.0.0"
     assert installed_names(root) == {b"\xe9\xe8-name"}
     assert (root / os.fsdecode(b"\xe9\xe8-name")).read_bytes() == b"content\n"
+
+
+def test_a_zip64_zip_with_utf8_names_is_installed_with_those_bytes(installed, tmp_path, monkeypatch):  # noqa: F811
+    # zip64 records for everything zipfile can: the central directory gives the second entry's local header
+    # offset in its zip64 extra field, and the end record sends the reader to the zip64 end record.
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 1)
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 0)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name in NAMES:
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2023, 11, 14, 0, 0, 0)), name.encode())
+    data = bytearray(out.getvalue())
+    end = data.rfind(b"PK\x05\x06")
+    data[end + 8:end + 12] = b"\xff" * 4  # entry counts
+    data[end + 16:end + 20] = b"\xff" * 4  # central directory offset
+    archive = tmp_path / "zip64.zip"
+    archive.write_bytes(bytes(data))
+    upgrade(installed, *tree_args(archive), check=0)
+    root = installed / "opt/app/2.0.0"
+    assert installed_names(root) == expected_names(NAMES)
+    for name in NAMES:
+        assert (root / name).read_bytes() == name.encode()
