@@ -252,7 +252,7 @@ Expected<ArchiveReader::Block> ArchiveReader::read_block() {
   return block;
 }
 
-Expected<std::optional<std::string>> ArchiveReader::check_compression() const {
+Expected<std::optional<std::string>> ArchiveReader::check_compression(const std::atomic<bool>* stop) const {
   char head[16] = {};
   const ssize_t n = ::pread(m_fd.get(), head, sizeof head, 0);
   if (n < 0) {
@@ -264,7 +264,7 @@ Expected<std::optional<std::string>> ArchiveReader::check_compression() const {
   if (!compression) {
     return std::optional<std::string>("it is compressed with " + unsupported + ", which hoist does not read");
   }
-  auto verdict = check_compressed_stream(m_fd.get(), *compression);
+  auto verdict = check_compressed_stream(m_fd.get(), *compression, stop);
   if (!verdict) {
     return SysError{"failed to read archive " + in_quotes(m_display) + ": " + verdict.error().message,
                     verdict.error().errnum};

@@ -8,6 +8,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -23,10 +24,13 @@ constexpr size_t k_chunk = size_t{256} * 1024;
 /// keeps on the same descriptor stays where it is.
 class Source {
  public:
-  explicit Source(int fd) : m_fd(fd), m_buffer(k_chunk) {}
+  Source(int fd, const std::atomic<bool>* stop) : m_fd(fd), m_stop(stop), m_buffer(k_chunk) {}
 
-  /// The next chunk; empty at the end of the file.
+  /// The next chunk; empty at the end of the file; ECANCELED once `stop` is set.
   Expected<std::string_view> next() {
+    if (m_stop != nullptr && m_stop->load(std::memory_order_relaxed)) {
+      return SysError{"stopped checking the archive's compressed stream", ECANCELED};
+    }
     for (;;) {
       const ssize_t n = ::pread(m_fd, m_buffer.data(), m_buffer.size(), static_cast<off_t>(m_offset));
       if (n < 0 && errno == EINTR) {
@@ -42,6 +46,7 @@ class Source {
 
  private:
   int m_fd;
+  const std::atomic<bool>* m_stop;
   uint64_t m_offset = 0;
   std::vector<char> m_buffer;
 };
@@ -355,8 +360,9 @@ std::string_view compression_name(Compression compression) {
   return "unknown";
 }
 
-Expected<std::optional<std::string>> check_compressed_stream(int fd, Compression compression) {
-  Source source(fd);
+Expected<std::optional<std::string>> check_compressed_stream(int fd, Compression compression,
+                                                             const std::atomic<bool>* stop) {
+  Source source(fd, stop);
   switch (compression) {
     case Compression::none: return std::optional<std::string>();
     case Compression::gzip: return check_gzip(source);

@@ -6,11 +6,13 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "archive_index.hpp"
@@ -34,6 +36,42 @@ struct DirRecord {
   NodeMeta meta;
   Xattrs xattrs;
   bool implicit = false;
+};
+
+/// ArchiveReader::check_compression() on a thread of its own, from construction until wait().
+class CompressionCheck {
+ public:
+  explicit CompressionCheck(const ArchiveReader& reader)
+      : m_thread([this, &reader]() { m_verdict.emplace(reader.check_compression(&m_stop)); }) {}
+  CompressionCheck(const CompressionCheck&) = delete;
+  CompressionCheck& operator=(const CompressionCheck&) = delete;
+  ~CompressionCheck() {
+    m_stop.store(true, std::memory_order_relaxed);
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+
+  /// Waits for the verdict: throws Error(verification) naming `archive` when it is damaged, Failure when it could
+  /// not be read.
+  void wait(const std::string& archive) {
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+    if (!m_verdict) {
+      return;  // waited for already
+    }
+    Expected<std::optional<std::string>> verdict = std::move(*m_verdict);
+    m_verdict.reset();
+    if (const std::optional<std::string> problem = checked(std::move(verdict))) {
+      throw Error(ExitCode::verification, "refusing archive " + in_quotes(archive) + ": " + *problem);
+    }
+  }
+
+ private:
+  std::atomic<bool> m_stop{false};
+  std::optional<Expected<std::optional<std::string>>> m_verdict;
+  std::thread m_thread;  ///< last: it starts once the others exist
 };
 
 class ArchiveStager {
@@ -63,10 +101,29 @@ class ArchiveStager {
   }
 
   TransferStats run() {
-    // The compression's own checks, before anything is staged: with no SHA256SUMS they are the only integrity.
-    if (const std::optional<std::string> problem = checked(m_reader.check_compression())) {
-      throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": " + *problem);
+    // The compression's own checks (with no SHA256SUMS they are the only integrity) run beside the staging, which
+    // stays a .partial directory until their verdict. A damaged archive may make libarchive fail first: the
+    // verdict names the check, so it wins over that error.
+    CompressionCheck check(m_reader);
+    TransferStats stats;
+    try {
+      stats = stage();
+    } catch (const Error& e) {
+      // An entry or a limit refused: the verdict would add nothing, and a bomb would take long to decode.
+      if (e.code() != ExitCode::verification) {
+        check.wait(m_archive);
+      }
+      throw;
+    } catch (...) {
+      check.wait(m_archive);
+      throw;
     }
+    check.wait(m_archive);
+    return stats;
+  }
+
+ private:
+  TransferStats stage() {
     if (!m_dry && ::fremovexattr(m_staging.get(), "system.posix_acl_default") != 0 && errno != ENODATA &&
         errno != ENOTSUP) {
       throw Failure(system_message("remove the default ACL of " + in_quotes(m_staging_display), errno));
@@ -86,7 +143,6 @@ class ArchiveStager {
     return m_counters.snapshot();
   }
 
- private:
   [[nodiscard]] std::string staging_display(std::string_view relpath) const {
     return relpath.empty() ? m_staging_display : m_staging_display + "/" + std::string(relpath);
   }

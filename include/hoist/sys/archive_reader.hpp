@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -42,8 +43,10 @@ class ArchiveReader {
   /// Decodes the whole file once to check its compression's own integrity
   /// (check_compressed_stream()). Returns why the archive is damaged or refused
   /// ("its gzip CRC-32 does not match its data", "it is compressed with lzop,
-  /// which hoist does not read"), or nullopt; a SysError when it cannot be read.
-  [[nodiscard]] Expected<std::optional<std::string>> check_compression() const;
+  /// which hoist does not read"), or nullopt; a SysError when it cannot be read
+  /// (ECANCELED once `stop` is set). It reads with pread only: another thread
+  /// may call it while this one reads the entries.
+  [[nodiscard]] Expected<std::optional<std::string>> check_compression(const std::atomic<bool>* stop = nullptr) const;
 
   /// A run of the current entry's data at `offset` (sparse entries skip offsets).
   struct Block {

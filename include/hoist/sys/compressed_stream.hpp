@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,7 +29,9 @@ std::string_view compression_name(Compression compression);
 /// unchecked (gzip's trailer) and the others to data it may never read (a tar
 /// reader stops at the end-of-archive blocks, before the trailer).
 /// Returns why the stream is damaged ("its gzip CRC-32 does not match its
-/// data"), or nullopt when it is whole; a SysError when the file cannot be read.
-Expected<std::optional<std::string>> check_compressed_stream(int fd, Compression compression);
+/// data"), or nullopt when it is whole; a SysError when the file cannot be read,
+/// and ECANCELED soon after `stop` (when given) is set from another thread.
+Expected<std::optional<std::string>> check_compressed_stream(int fd, Compression compression,
+                                                             const std::atomic<bool>* stop = nullptr);
 
 }  // namespace hoist
