@@ -198,3 +198,23 @@ def test_a_zip64_zip_with_utf8_names_is_installed_with_those_bytes(installed, tm
     assert installed_names(root) == expected_names(NAMES)
     for name in NAMES:
         assert (root / name).read_bytes() == name.encode()
+
+
+def test_a_refused_name_in_invalid_utf8_is_escaped_and_the_log_stays_utf8(installed, tmp_path):  # noqa: F811
+    # The entry's data does not match its CRC-32, so the refusal quotes the name: its bytes are not UTF-8, and
+    # some of them (0x9b is CSI) mean something to a terminal. The harness decodes stderr as strict UTF-8.
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr(zipfile.ZipInfo("QQQ-name", date_time=(2023, 11, 14, 0, 0, 0)), b"content\n")
+    data = out.getvalue().replace(b"QQQ-name", b"\xe9\x9b\xe8-name").replace(b"content\n", b"CONTENT\n")
+    archive = tmp_path / "latin1.zip"
+    archive.write_bytes(data)
+    before = manifest_without(installed, *MAY_CHANGE)
+    for log_format in ("text", "json"):
+        result = upgrade(installed, "--log-format", log_format, *tree_args(archive))
+        assert result.returncode == 5, result
+        assert "the data of entry '\\xe9\\x9b\\xe8-name' does not pass the format's check (ZIP bad CRC" in (
+            result.stderr if log_format == "text" else "".join(
+                json.loads(line)["msg"] for line in result.stderr.splitlines())), result
+        assert_no_raw_control(result.stderr)
+    assert manifest_without(installed, *MAY_CHANGE) == before

@@ -11,8 +11,10 @@ namespace hoist {
 [[nodiscard]] bool has_control_character(std::string_view text) noexcept;
 
 /// `text` with the backslash and control characters escaped (`\\`, `\n`, `\t`,
-/// `\r`, `\x1b`), for messages that quote untrusted text: a hostile name can
-/// then neither forge a log line nor hide a NUL.
+/// `\r`, `\x1b`), C1 controls (U+0080 to U+009F) and every byte that is not
+/// part of valid UTF-8 too (`\xe9`), for messages that quote untrusted text: a
+/// hostile name can then neither forge a log line nor hide a NUL, and the
+/// message is valid UTF-8. Valid UTF-8 (`café`) stays as it is.
 [[nodiscard]] std::string escaped(std::string_view text);
 
 /// `text` escaped (escaped()) and in single quotes: how a message quotes a path,
