@@ -137,6 +137,8 @@ def test_a_directory_extension_is_linked_without_raw(host_root, tmp_path, system
     ("ID=fedora\nVERSION_ID=12\n", "ID is 'fedora', the host's ID is 'debian'"),
     ("ID=debian\nVERSION_ID=11\n", "VERSION_ID is '11', the host's VERSION_ID is '12'"),
     ("ID=debian\nVERSION_ID=12\nARCHITECTURE=s390x\n", "ARCHITECTURE is 's390x', the host's architecture is"),
+    # A value from the image is quoted escaped: no terminal escape reaches the log.
+    ("ID=fe\x1b[31mdora\nVERSION_ID=12\n", "ID is 'fe\\x1b[31mdora', the host's ID is 'debian'"),
 ])
 def test_a_mismatched_extension_release_exits_5_naming_the_field(host_root, tmp_path, release, field):
     needs_loop()

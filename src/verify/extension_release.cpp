@@ -28,12 +28,8 @@ std::vector<std::string_view> words(std::string_view text) {
 }
 
 [[noreturn]] void refuse_extension(std::string_view image_name, std::string_view source, const std::string& why) {
-  throw Error(ExitCode::verification, "extension '" + std::string(image_name) + "' does not match the host (" +
+  throw Error(ExitCode::verification, "extension " + in_quotes(image_name) + " does not match the host (" +
                                           std::string(source) + "): " + why);
-}
-
-std::string quoted(std::string_view value) {
-  return "'" + escaped(value) + "'";
 }
 
 }  // namespace
@@ -92,19 +88,19 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
   if (const auto scope = release_field(extension, "SYSEXT_SCOPE")) {
     const auto scopes = words(*scope);
     if (std::find(scopes.begin(), scopes.end(), "system") == scopes.end()) {
-      refuse_extension(image_name, source, "SYSEXT_SCOPE is " + quoted(*scope) + ", which does not include 'system'");
+      refuse_extension(image_name, source, "SYSEXT_SCOPE is " + in_quotes(*scope) + ", which does not include 'system'");
     }
   }
 
   const std::string_view arch = release_value(extension, "ARCHITECTURE");
   if (!arch.empty() && arch != "_any" && arch != architecture) {
     refuse_extension(image_name, source,
-                     "ARCHITECTURE is " + quoted(arch) + ", the host's architecture is " + quoted(architecture));
+                     "ARCHITECTURE is " + in_quotes(arch) + ", the host's architecture is " + in_quotes(architecture));
   }
 
   const std::string_view id = release_value(extension, "ID");
   if (id.empty()) {
-    refuse_extension(image_name, source, "ID is not set; it must be the host's ID " + quoted(host_id) + " or '_any'");
+    refuse_extension(image_name, source, "ID is not set; it must be the host's ID " + in_quotes(host_id) + " or '_any'");
   }
   if (id == "_any") {
     return;
@@ -113,8 +109,8 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
   const auto like = words(host_id_like);
   if (id != host_id && std::find(like.begin(), like.end(), id) == like.end()) {
     refuse_extension(image_name, source,
-                     "ID is " + quoted(id) + ", the host's ID is " + quoted(host_id) +
-                         (host_id_like.empty() ? std::string() : " (ID_LIKE " + quoted(host_id_like) + ")"));
+                     "ID is " + in_quotes(id) + ", the host's ID is " + in_quotes(host_id) +
+                         (host_id_like.empty() ? std::string() : " (ID_LIKE " + in_quotes(host_id_like) + ")"));
   }
 
   const std::string_view host_version = release_value(host, "VERSION_ID");
@@ -126,7 +122,7 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
   if (!host_level.empty() && !level.empty()) {
     if (level != host_level) {
       refuse_extension(image_name, source,
-                       "SYSEXT_LEVEL is " + quoted(level) + ", the host's SYSEXT_LEVEL is " + quoted(host_level));
+                       "SYSEXT_LEVEL is " + in_quotes(level) + ", the host's SYSEXT_LEVEL is " + in_quotes(host_level));
     }
     return;
   }
@@ -135,11 +131,11 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
     if (version.empty()) {
       refuse_extension(
           image_name, source,
-          "VERSION_ID is not set (nor a SYSEXT_LEVEL the host has); the host's VERSION_ID is " + quoted(host_version));
+          "VERSION_ID is not set (nor a SYSEXT_LEVEL the host has); the host's VERSION_ID is " + in_quotes(host_version));
     }
     if (version != host_version) {
       refuse_extension(image_name, source,
-                       "VERSION_ID is " + quoted(version) + ", the host's VERSION_ID is " + quoted(host_version));
+                       "VERSION_ID is " + in_quotes(version) + ", the host's VERSION_ID is " + in_quotes(host_version));
     }
   }
 }
