@@ -100,7 +100,7 @@ TEST_CASE("os-release with invalid UTF-8 or a NUL is refused as systemd refuses 
   CHECK_THROWS_WITH(parse_os_release("ID=debian\nNAME=\"caf\xe9\"\n", "/x/os-release"),
                     "/x/os-release:2: the value of 'NAME' is not valid UTF-8, so systemd refuses the file");
   CHECK_THROWS_WITH(parse_os_release("K\xff=1\n", "/x/os-release"),
-                    "/x/os-release:1: the key 'K\xff' is not valid UTF-8, so systemd refuses the file");
+                    "/x/os-release:1: the key 'K\\xff' is not valid UTF-8, so systemd refuses the file");
   // Overlong forms, surrogates, noncharacters and code points past U+10FFFF are invalid for systemd too.
   for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xef\xb7\x90", "\xef\xbf\xbe", "\xf4\x90\x80\x80", "\xe2\x82"}) {
     CAPTURE(bad);
