@@ -3,7 +3,11 @@
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from conftest import run_hoist, tree_manifest
 
@@ -85,3 +89,33 @@ def host_read(host_root, host_path):
         target = os.readlink(path)
         path = Path(host_root) / target.lstrip("/") if target.startswith("/") else path.parent / target
     return path.read_bytes()
+
+
+FAKE_K3S = r'''
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+    printf("k3s version %s (6da14b51)\ngo version go1.22.8\n", VERSION);
+    return 0;
+  }
+  fprintf(stderr, "unexpected arguments\n");
+  return 2;
+}
+'''
+
+
+def fake_k3s(host_root, tmp_path, printed):
+    """A static stand-in for the k3s binary that the k3s installer put at /usr/local/bin/k3s: it prints
+    `printed` as `k3s --version` prints its version. Static, because it runs chrooted in the host root."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build a static stand-in for k3s")
+    source = tmp_path / "fake-k3s.c"
+    source.write_text(FAKE_K3S)
+    binary = host_root / "usr/local/bin/k3s"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    if binary.is_symlink() or binary.exists():
+        binary.unlink()
+    subprocess.run(["gcc", "-static", "-O1", f'-DVERSION="{printed}"', "-o", str(binary), str(source)],
+                   check=True, capture_output=True)
+    return binary

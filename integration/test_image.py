@@ -34,7 +34,7 @@ from conftest import record_output
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from fake_apiserver import munge, write_kubeconfig
 from known_secrets import SA_TOKEN
-from payloads import host_read, manifest_without, state_of
+from payloads import fake_k3s, host_read, manifest_without, state_of
 from prepare_harness import make_service_account, put_server_plan, suc, wait_for_watches
 
 pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster, server
@@ -446,9 +446,8 @@ def test_the_image_runs_hoist_with_no_shell_and_no_arguments(hoist_image):
 def test_a_k3s_plan_job_upgrades_restarts_and_is_idempotent(plans, payloads, host_root, tmp_path, system_bus,
                                                             signing_key):
     systemd = system_bus.start("systemd_manager")
-    old_k3s = b"#!/bin/sh\necho 'k3s version v1.29.5+k3s1 (installed by get.k3s.io)'\n"
-    (host_root / "usr/local/bin").mkdir(parents=True)
-    (host_root / "usr/local/bin/k3s").write_bytes(old_k3s)
+    # What get.k3s.io put there: a static binary (as k3s is), which the recipe's manifest asks its version.
+    old_k3s = fake_k3s(host_root, tmp_path, "v1.29.5+k3s1").read_bytes()
     image = payloads.get("k3s", K3S_V1, signed=True)
     plan = signed_variant(plans["k3s-server"])
     release_key = {"release.pem": signing_key["public"].read_bytes()}

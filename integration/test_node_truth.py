@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HOIST_BIN, run_recorded, tree_manifest
-from payloads import host_read, make_tree, manifest_without, state_of, upgrade
+from payloads import fake_k3s, host_read, make_tree, manifest_without, state_of, upgrade
 
 needs_namespace = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None
@@ -93,36 +93,6 @@ def test_a_container_marker_without_the_host_root_is_refused(tmp_path, host_root
 
 # ---- --installed-version-from: what the k3s installer already put on the node -------------------------------
 
-FAKE_K3S = r'''
-#include <stdio.h>
-#include <string.h>
-int main(int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-    printf("k3s version %s (6da14b51)\ngo version go1.22.8\n", VERSION);
-    return 0;
-  }
-  fprintf(stderr, "unexpected arguments\n");
-  return 2;
-}
-'''
-
-
-def fake_k3s(tmp_path, host_root, printed):
-    """A static stand-in for the k3s binary that the k3s installer put at /usr/local/bin/k3s: it prints
-    `printed` as `k3s --version` prints its version. Static, because it runs chrooted in the host root."""
-    if shutil.which("gcc") is None:
-        pytest.skip("needs gcc to build a static stand-in for k3s")
-    source = tmp_path / "fake-k3s.c"
-    source.write_text(FAKE_K3S)
-    binary = host_root / "usr/local/bin/k3s"
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    if binary.is_symlink() or binary.exists():
-        binary.unlink()
-    subprocess.run(["gcc", "-static", "-O1", f'-DVERSION="{printed}"', "-o", str(binary), str(source)],
-                   check=True, capture_output=True)
-    return binary
-
-
 def k3s_payload(tmp_path, version):
     payload = tmp_path / f"payload-{version}/k3s"
     payload.parent.mkdir(parents=True, exist_ok=True)
@@ -140,7 +110,7 @@ PROBE = ("--installed-version-from", "exec:--version")
 
 
 def test_a_payload_older_than_what_the_k3s_installer_put_there_is_refused(host_root, tmp_path):
-    fake_k3s(tmp_path, host_root, "v1.31.2+k3s1")
+    fake_k3s(host_root, tmp_path, "v1.31.2+k3s1")
     before = manifest_without(host_root, "run/hoist")
     result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=3)
     assert "k3s: refusing to downgrade from v1.31.2+k3s1 (what '/usr/local/bin/k3s --version' says) to " \
@@ -154,7 +124,7 @@ def test_a_payload_older_than_what_the_k3s_installer_put_there_is_refused(host_r
 
 
 def test_a_newer_payload_upgrades_what_the_k3s_installer_put_there(host_root, tmp_path):
-    installed = fake_k3s(tmp_path, host_root, "v1.30.0+k3s1").read_bytes()
+    installed = fake_k3s(host_root, tmp_path, "v1.30.0+k3s1").read_bytes()
     result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=0)
     assert "k3s: v1.30.0+k3s1 (what '/usr/local/bin/k3s --version' says) -> v1.30.1+k3s1 (upgrade)" in result.stderr
     assert host_read(host_root, "/usr/local/bin/k3s") == b"k3s v1.30.1+k3s1\n"
@@ -162,10 +132,10 @@ def test_a_newer_payload_upgrades_what_the_k3s_installer_put_there(host_root, tm
 
 
 def test_an_install_that_drifted_is_gated_on_what_the_host_runs(host_root, tmp_path):
-    fake_k3s(tmp_path, host_root, "v1.30.0+k3s1")
+    fake_k3s(host_root, tmp_path, "v1.30.0+k3s1")
     upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=0)
     # The k3s installer, run by hand, replaced hoist's link with v1.31.2: the state still says v1.30.1.
-    fake_k3s(tmp_path, host_root, "v1.31.2+k3s1")
+    fake_k3s(host_root, tmp_path, "v1.31.2+k3s1")
     before = manifest_without(host_root, "run/hoist", "var/lib/hoist/k3s/state.json")
     result = upgrade_k3s(host_root, tmp_path, "v1.30.2+k3s1", *PROBE, check=3)
     assert "refusing to downgrade from v1.31.2+k3s1 (what '/usr/local/bin/k3s --version' says) to v1.30.2+k3s1" \
@@ -178,7 +148,7 @@ def test_an_install_that_drifted_is_gated_on_what_the_host_runs(host_root, tmp_p
 
 
 def test_an_upgrade_that_skips_a_kubernetes_minor_is_refused_unless_allowed(host_root, tmp_path):
-    fake_k3s(tmp_path, host_root, "v1.29.3+k3s1")
+    fake_k3s(host_root, tmp_path, "v1.29.3+k3s1")
     before = manifest_without(host_root, "run/hoist")
     result = upgrade_k3s(host_root, tmp_path, "v1.31.2+k3s1", *PROBE, check=3)
     assert "k3s: refusing to skip a minor version from v1.29.3+k3s1 (what '/usr/local/bin/k3s --version' says) to " \
@@ -192,7 +162,7 @@ def test_an_upgrade_that_skips_a_kubernetes_minor_is_refused_unless_allowed(host
 
 
 def test_a_version_probe_that_names_no_version_fails_the_run_and_changes_nothing(host_root, tmp_path):
-    fake_k3s(tmp_path, host_root, "unknown")
+    fake_k3s(host_root, tmp_path, "unknown")
     before = manifest_without(host_root, "run/hoist")
     result = upgrade_k3s(host_root, tmp_path, "v1.30.1+k3s1", *PROBE, check=1)
     assert "k3s: cannot tell the installed version: '/usr/local/bin/k3s --version' printed no k3s version " \
