@@ -31,6 +31,23 @@ def test_version_names_hoist_and_every_linked_library():
     assert "unknown" not in data["libraries"].values()
 
 
+def test_dash_dash_version_and_dash_v_answer_as_other_tools_do():
+    first_line = run_hoist("version", check=0).stdout.splitlines()[0]
+    for flag in ("--version", "-V"):
+        assert run_hoist(flag, check=0).stdout.strip() == first_line.split(" (")[0].strip()
+    # upgrade's own --version (the version to install) keeps its meaning.
+    assert "--version TEXT" in run_hoist("upgrade", "--help", check=0).stdout
+
+
+def test_help_shows_choices_as_words():
+    out = run_hoist("--help", check=0).stdout
+    assert "--log-format text|json (default: text)" in out
+    assert "->" not in out
+    upgrade_help = run_hoist("upgrade", "--help", check=0).stdout
+    assert "--kind tree|file|sysext|sync" in upgrade_help
+    assert "--version-scheme semver|k3s|systemd (default: semver)" in upgrade_help
+
+
 def test_help_lists_only_commands_that_exist():
     out = run_hoist("--help", check=0).stdout
     assert "status" in out and "version" in out

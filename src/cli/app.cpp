@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "hoist/model/context.hpp"
+#include "hoist/sys/library_versions.hpp"
 #include "hoist/sys/termination_message.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
@@ -42,7 +43,7 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
   const std::map<std::string, LogFormat> formats{{"text", LogFormat::text}, {"json", LogFormat::json}};
   app.add_option("--log-format", options.log_format, "text for people, json for log collectors")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
-      ->default_str("text");
+      ->option_text("text|json (default: text)");
   app.add_flag("-v,--verbose", options.verbosity, "more detail (-vv for trace)");
 }
 
@@ -181,6 +182,8 @@ int run(Command& command, Context& context) {
 int main(int argc, char** argv) {
   CLI::App app{"hoist: on-host upgrades for Kubernetes nodes", "hoist"};
   app.require_subcommand(1);
+  // As other tools answer it; `hoist version` says more (the linked libraries, --json).
+  app.set_version_flag("-V,--version", "hoist " + hoist_version(), "print hoist's version and exit");
   // Global options are accepted after the subcommand too (`hoist status --host-root X`).
   app.fallthrough();
   app.set_help_all_flag("--help-all", "help for every command");

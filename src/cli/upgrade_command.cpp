@@ -35,11 +35,13 @@ class UpgradeCommand final : public Command {
   CLI::App* add_to(CLI::App& app) override {
     m_app = app.add_subcommand("upgrade", "verify, stage and switch to a new version of one or more components");
     m_app->add_option("--component", m_spec.name, "the component's name ([a-z0-9][a-z0-9._-]*)");
-    m_app->add_option("--kind", m_kind, "tree, file, sysext or sync");
+    m_app->add_option("--kind", m_kind, "how the component lives on the host")
+        ->option_text("tree|file|sysext|sync");
     m_app->add_option("--source", m_spec.source, "the payload: a directory, a file or an archive (container path)");
     m_app->add_option("--destination", m_spec.destination, "where it goes on the host (host path)");
     m_app->add_option("--version", m_version, "the version to install (default: SYSTEM_UPGRADE_PLAN_LATEST_VERSION)");
-    m_app->add_option("--version-scheme", m_scheme, "semver, k3s or systemd")->default_str("semver");
+    m_app->add_option("--version-scheme", m_scheme, "how versions are spelled and ordered")
+        ->option_text("semver|k3s|systemd (default: semver)");
     m_app->add_flag("--allow-downgrade", m_allow_downgrade, "install an older version than the current one");
     m_app->add_option("--installed-version-from", m_installed_version_from,
                       "exec:ARGS: with no state of hoist's, or one the host drifted from, ask the file at the "
