@@ -14,7 +14,9 @@ upgrades with --restart that are live at once, an upgrade that reboots through
 logind and whose re-run exits 0 with the new boot id, a rollback that is current
 after the next boot, and two power cuts (QEMU killed while a large tree is
 staged, and the moment its `current` link switches) after which the tree is
-the old or the new version whole and a re-run completes.
+the old or the new version whole and a re-run completes; then, in the last
+boot, a k3s the installer put there before hoist (newer than the payload: the
+gate asks the binary) and a restart that fails once and is owed to the re-run.
 
 Skipped (exit 77, with the reason) when QEMU or the tools that make the disks
 are missing, or when the image is not cached and cannot be built (not root).
@@ -71,6 +73,22 @@ def _demo_binary(version):
             "exec sleep infinity\n")
 
 
+def _k3s_binary(version):
+    # prints its version as `k3s --version` does; the VM has a shell, so a
+    # script stands in for the static k3s
+    return ("#!/bin/sh\n"
+            '[ "$1" = --version ] || { echo "unexpected arguments" >&2; exit 2; }\n'
+            f'echo "k3s version {version} (6da14b51)"\n'
+            'echo "go version go1.22.8"\n')
+
+
+def _flaky_binary(version):
+    return ("#!/bin/sh\n"
+            "mkdir -p /run/hoist-flaky\n"
+            f'echo "{version} $$" >/run/hoist-flaky/version\n'
+            "exec sleep infinity\n")
+
+
 def _sysext_image(work, path, version):
     tree = work / f"ext-tree-{version}"
     _write(tree / "usr/lib/extension-release.d/extension-release.hoist-demo", EXT_RELEASE, version=version)
@@ -121,6 +139,13 @@ def _make_test_disk(work, image):
     shutil.copy2(HOIST_BIN, top / "hoist")
     shutil.copy2(VM_DIR / "driver", top / "driver")
     shutil.copy2(VM_DIR / "hoist-demo.service", top / "hoist-demo.service")
+    shutil.copy2(VM_DIR / "hoist-flaky.service", top / "hoist-flaky.service")
+    # what the k3s installer put on the node before hoist came, and two payloads
+    for name, version in (("k3s-installed", "v1.31.2+k3s1"), ("k3s-v1.30.1", "v1.30.1+k3s1"),
+                          ("k3s-v1.31.3", "v1.31.3+k3s1")):
+        _write(top / name / "k3s", _k3s_binary(version), 0o755)
+    for version in ("1.0.0", "2.0.0"):
+        _write(top / f"flaky-{version}/hoist-flaky", _flaky_binary(version), 0o755, version)
     (top / "driver").chmod(0o755)
     for version in ("1.0.0", "2.0.0"):
         release = top / f"release-{version}"
@@ -426,3 +451,44 @@ def test_after_the_power_cuts_a_rerun_completes(vm):
     assert vm.fact(p, "complete.big.entries").split() == ["1.0.0", "2.0.0", "current", "previous"]
     big = next(c for c in json.loads(vm.fact(p, "final.status"))["components"] if c["component"] == "big")
     assert big["current"] == "2.0.0", big
+
+
+def test_a_k3s_the_installer_put_there_is_never_downgraded(vm):
+    # /opt/bin, where the k3s installer puts k3s when /usr/local/bin is read-only: the VM's /usr is
+    # systemd-sysext's read-only overlay
+    p = "after-cut-2"
+    assert vm.fact(p, "k3s_older.rc") == "3", vm.log("k3s_older")
+    assert "refusing to downgrade from v1.31.2+k3s1 (what '/opt/bin/k3s --version' says) to v1.30.1+k3s1" \
+        in vm.log("k3s_older")
+    # untouched: the same bytes, still a file, no state of hoist for it
+    assert vm.fact(p, "k3s.after_older") == vm.fact(p, "k3s.before")
+    assert vm.fact(p, "k3s.after_older_type") == "regular file"
+    assert "No such file or directory" in vm.fact(p, "k3s.after_older_state")
+    # a newer payload upgrades it, and keeps what the installer put there
+    assert vm.fact(p, "k3s_newer.rc") == "0", vm.log("k3s_newer")
+    assert "v1.31.2+k3s1 (what '/opt/bin/k3s --version' says) -> v1.31.3+k3s1 (upgrade)" in vm.log("k3s_newer")
+    assert vm.fact(p, "k3s.link") == "/var/lib/hoist/k3s/v1.31.3+k3s1/k3s"
+    assert vm.fact(p, "k3s.version") == "k3s version v1.31.3+k3s1 (6da14b51)"
+    assert vm.fact(p, "k3s.pre_hoist") == vm.fact(p, "k3s.before")
+
+
+def test_a_failed_restart_is_owed_and_done_by_the_identical_rerun(vm):
+    p = "after-cut-2"
+    assert vm.fact(p, "flaky_install.rc") == "0", vm.log("flaky_install")
+    assert vm.fact(p, "flaky.r1").split()[0] == "1.0.0"
+    # the real systemd's job result: failed; the switch stands, the restart is owed
+    assert vm.fact(p, "flaky_fail.rc") == "1", vm.log("flaky_fail")
+    assert "failed to restart hoist-flaky.service" in vm.log("flaky_fail"), vm.log("flaky_fail")
+    failed = json.loads(vm.fact(p, "flaky.failed_status"))["components"][0]
+    assert failed["current"] == "2.0.0", failed
+    assert failed["owed_restarts"] == ["hoist-flaky.service"], failed
+    assert failed["last_result"]["outcome"] == "failed", failed
+    assert vm.fact(p, "flaky.failed_active") != "active"
+    # SUC's next pod runs the same command: the restart is done, then success
+    assert vm.fact(p, "flaky_rerun.rc") == "0", vm.log("flaky_rerun")
+    assert "flaky: doing the restarts an earlier run owes (hoist-flaky.service)" in vm.log("flaky_rerun")
+    paid = json.loads(vm.fact(p, "flaky.rerun_status"))["components"][0]
+    assert paid["owed_restarts"] == [], paid
+    assert paid["last_result"]["outcome"] == "succeeded", paid
+    assert vm.fact(p, "flaky.r2").split() == ["2.0.0", vm.fact(p, "flaky.r2_main_pid")]
+    assert vm.fact(p, "flaky.r2_active") == "active"
