@@ -45,3 +45,14 @@ TEST_CASE("escaped() writes control characters and the backslash as escapes, val
                                       std::string(1, "0123456789abcdef"[byte & 15])));
   }
 }
+
+TEST_CASE("a hex digit's value, in either case; -1 for anything else", "[text]") {
+  CHECK(hoist::hex_digit_value('0') == 0);
+  CHECK(hoist::hex_digit_value('9') == 9);
+  CHECK(hoist::hex_digit_value('a') == 10);
+  CHECK(hoist::hex_digit_value('F') == 15);
+  for (const char c : {'g', 'G', ' ', '-', '+', 'x', '\0', '/', ':', '@', '`'}) {
+    CAPTURE(static_cast<int>(c));
+    CHECK(hoist::hex_digit_value(c) == -1);
+  }
+}

@@ -18,19 +18,6 @@ bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 
-int hex_value(char c) {
-  if (is_digit(c)) {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 // RFC 9110 5.6.2: tchar.
 bool is_token_char(char c) {
   const auto u = static_cast<unsigned char>(c);
@@ -182,7 +169,7 @@ Expected<void> HttpResponseReader::choose_framing(const HttpResponseHead& head, 
 // chunk-size [ BWS ";" chunk-ext ]: 1*HEXDIG, nothing before it, nothing but an extension after it.
 Expected<void> HttpResponseReader::read_chunk_size(const std::string& line) {
   std::size_t digits = 0;
-  while (digits < line.size() && hex_value(line[digits]) >= 0) {
+  while (digits < line.size() && hex_digit_value(line[digits]) >= 0) {
     ++digits;
   }
   const std::string rest = trim(line.substr(digits));
@@ -194,7 +181,7 @@ Expected<void> HttpResponseReader::read_chunk_size(const std::string& line) {
   }
   m_remaining = 0;
   for (std::size_t i = 0; i < digits; ++i) {
-    m_remaining = m_remaining * 16 + static_cast<std::uint64_t>(hex_value(line[i]));
+    m_remaining = m_remaining * 16 + static_cast<std::uint64_t>(hex_digit_value(line[i]));
   }
   m_chunk = m_remaining == 0 ? ChunkState::trailers : ChunkState::data;
   return {};

@@ -47,19 +47,6 @@ void read_downward_api(const std::filesystem::path& path, std::map<std::string, 
   }
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 void append_utf8(std::string& out, uint32_t code) {
   if (code < 0x80) {
     out += static_cast<char>(code);
@@ -124,7 +111,7 @@ std::optional<std::string> unquote(std::string_view quoted, std::string& why) {
     }
     uint32_t code = 0;
     for (size_t d = 0; d < digits; ++d) {
-      const int value = i + 1 + d < quoted.size() ? hex_value(quoted[i + 1 + d]) : -1;
+      const int value = i + 1 + d < quoted.size() ? hex_digit_value(quoted[i + 1 + d]) : -1;
       if (value < 0 || static_cast<uint32_t>(value) >= base) {
         why = std::string("malformed \\") + kind + " escape";
         return std::nullopt;

@@ -102,4 +102,17 @@ std::string in_quotes(std::string_view text) {
   return "'" + escaped(text) + "'";
 }
 
+int hex_digit_value(char c) noexcept {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
 }  // namespace hoist

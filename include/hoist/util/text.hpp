@@ -10,6 +10,9 @@ namespace hoist {
 /// another file once it reaches a system call.
 [[nodiscard]] bool has_control_character(std::string_view text) noexcept;
 
+/// The value of one hex digit (`0-9`, `a-f`, `A-F`), -1 for any other character.
+[[nodiscard]] int hex_digit_value(char c) noexcept;
+
 /// `text` with the backslash and control characters escaped (`\\`, `\n`, `\t`,
 /// `\r`, `\x1b`), C1 controls (U+0080 to U+009F) and every byte that is not
 /// part of valid UTF-8 too (`\xe9`), for messages that quote untrusted text: a
