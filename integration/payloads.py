@@ -119,3 +119,22 @@ def fake_k3s(host_root, tmp_path, printed):
     subprocess.run(["gcc", "-static", "-O1", f'-DVERSION="{printed}"', "-o", str(binary), str(source)],
                    check=True, capture_output=True)
     return binary
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True)
+
+
+def make_keys(directory, names, algorithm="ed25519"):
+    """Key pairs made with the openssl command: <name>.key and <name>.pem in `directory`, for each name;
+    `algorithm` is ed25519 or p256 (the two hoist checks). Skips the test when openssl is missing."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    generate = {"ed25519": ("-algorithm", "ed25519"),
+                "p256": ("-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")}[algorithm]
+    for name in names:
+        openssl("genpkey", *generate, "-out", f"{name}.key", cwd=directory)
+        openssl("pkey", "-in", f"{name}.key", "-pubout", "-out", f"{name}.pem", cwd=directory)
+    return directory

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import tree_manifest
-from payloads import make_tree, manifest_without, read_tree, state_of, upgrade, write_sha256sums
+from payloads import make_keys, make_tree, manifest_without, openssl, read_tree, state_of, upgrade, write_sha256sums
 
 BSDTAR = shutil.which("bsdtar")
 FORMATS = ["tar", "tar.gz", "cpio", "zip"]
@@ -285,19 +285,9 @@ def test_a_checksum_that_does_not_match_the_archive_exits_5(installed, tmp_path,
                    "--sha256sums", sums)
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def keys(tmp_path):
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not installed")
-    for name in ("good", "evil"):
-        openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", f"{name}.key",
-                cwd=tmp_path)
-        openssl("pkey", "-in", f"{name}.key", "-pubout", "-out", f"{name}.pem", cwd=tmp_path)
-    return tmp_path
+    return make_keys(tmp_path, ("good", "evil"), "p256")
 
 
 def test_a_signature_by_another_key_exits_5(installed, tmp_path, keys):

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from conftest import run_hoist, tree_manifest
-from payloads import host_read, make_tree, manifest_without, rollback, state_of, upgrade, write_sha256sums
+from payloads import (host_read, make_keys, make_tree, manifest_without, rollback, state_of, upgrade,
+                      write_sha256sums)
 
 
 def write_payload(tmp_path, version, index, tree_content, binary):
@@ -227,20 +228,9 @@ def test_a_nul_in_a_state_file_is_corruption_named(host_root, tmp_path, manifest
 
 # ---- the trust policy: the command line decides whether signatures are checked, never the payload ----------
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def keys(tmp_path):
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not installed")
-    directory = tmp_path / "keys"
-    directory.mkdir()
-    for name in ("operator", "attacker"):
-        openssl("genpkey", "-algorithm", "ed25519", "-out", f"{name}.key", cwd=directory)
-        openssl("pkey", "-in", f"{name}.key", "-pubout", "-out", f"{name}.pem", cwd=directory)
-    return directory
+    return make_keys(tmp_path / "keys", ("operator", "attacker"))
 
 
 def signed_payload(tmp_path, keys, signer, ship_key=True):
