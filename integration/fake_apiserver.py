@@ -6,7 +6,9 @@ labelSelector, fieldSelector (metadata.name), resourceVersion, timeoutSeconds
 and allowWatchBookmarks, chunked like the real server; 410 Gone for a compacted
 resourceVersion (as the response or as an ERROR event in the stream); bearer
 tokens with rotation; RBAC rules to enforce (403 in the real server's words); a
-log of every request, for tests to count requests and check verbs.
+log of every request, for tests to count requests and check verbs; CREATE of
+events.k8s.io/v1 Events, validated as the real server validates them and kept
+in `Cluster.events`.
 
 `Cluster` holds the objects and the knobs; `make_pki` makes the certificates
 with the openssl CLI; suc_emulator.py changes Plans and nodes over time the way
@@ -28,6 +30,7 @@ from pathlib import Path
 
 PLAN_API = ("upgrade.cattle.io", "v1", "plans")
 NODE_API = ("", "v1", "nodes")
+EVENT_API = ("events.k8s.io", "v1", "events")
 
 
 # ---------------------------------------------------------------- certificates
@@ -160,6 +163,7 @@ class Cluster:
         self.chunk_split = 0       # >0: write each watch event in chunks of that many bytes
         self.watch_cut_generation = 0
         self.requests = []         # the request log (dicts)
+        self.events = []           # the events.k8s.io/v1 Events created, as stored
         self.watches_open = 0
 
     # -- objects
@@ -292,6 +296,43 @@ class Cluster:
             if set(rule["verbs"]) & {verb, "*"}:
                 return True
         return False
+
+
+# ---------------------------------------------------------------- events
+
+_MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def validate_event(event, namespace):
+    """What kube-apiserver checks of an events.k8s.io/v1 Event on create (pkg/apis/core/validation/events.go):
+    the problems, or [] for a valid one."""
+    problems = []
+    if not isinstance(event, dict) or event.get("apiVersion") != "events.k8s.io/v1" or event.get("kind") != "Event":
+        return ["not an events.k8s.io/v1 Event"]
+    meta = event.get("metadata") or {}
+    if not meta.get("name") or len(meta["name"]) > 253:
+        problems.append("metadata.name: Required value")
+    if meta.get("namespace", namespace) != namespace:
+        problems.append("metadata.namespace: does not match the namespace of the request")
+    if not _MICRO_TIME.match(str(event.get("eventTime", ""))):
+        problems.append("eventTime: Required value")
+    controller = event.get("reportingController", "")
+    if not controller or len(controller) > 316 or not _QUALIFIED.match(controller):
+        problems.append("reportingController: Invalid value")
+    for field, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
+        if not event.get(field) or len(event[field]) > limit:
+            problems.append(f"{field}: Required value, at most {limit} characters")
+    if event.get("type") not in ("Normal", "Warning"):
+        problems.append("type: Unsupported value")
+    if len(event.get("note", "").encode()) > 1024:
+        problems.append("note: Too long: may not be more than 1024 bytes")
+    regarding = event.get("regarding") or {}
+    if not regarding.get("kind") or not regarding.get("name"):
+        problems.append("regarding: Required value")
+    if not regarding.get("namespace") and namespace not in ("", "default"):
+        problems.append("regarding.namespace: does not match event.namespace")
+    return problems
 
 
 # ---------------------------------------------------------------- HTTP
@@ -488,6 +529,57 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         finally:
             with cluster.lock:
                 cluster.watches_open -= 1
+
+
+    def _deny(self, entry, code, reason, message):
+        entry["status"] = code
+        return self._send_json(code, _status(code, reason, message))
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        cluster = self.cluster
+        url = urllib.parse.urlsplit(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        entry = {"time": time.monotonic(), "method": "POST", "path": url.path, "query": {}, "verb": "create"}
+        length = self.headers.get("Content-Length")
+        body = self.rfile.read(int(length)) if length and length.isdigit() else b""
+        auth = self.headers.get("Authorization", "")
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        entry["token"] = token
+        with cluster.lock:
+            cluster.requests.append(entry)
+            injected = cluster.fail_next.pop(0) if cluster.fail_next else None
+            token_ok = token in cluster.tokens
+        # /apis/events.k8s.io/v1/namespaces/NS/events: the only collection hoist creates in.
+        if not (len(parts) == 6 and parts[:3] == ["apis", "events.k8s.io", "v1"] and parts[3] == "namespaces"
+                and parts[5] == "events"):
+            return self._deny(entry, 404, "NotFound", "the server could not find the requested resource")
+        namespace = parts[4]
+        entry.update(group=EVENT_API[0], resource="events", namespace=namespace, name=None)
+        if injected:
+            return self._deny(entry, injected, "InternalError", f"injected failure {injected}")
+        if not token_ok:
+            return self._deny(entry, 401, "Unauthorized", "Unauthorized")
+        if not cluster.authorize("create", EVENT_API[0], "events", namespace):
+            return self._deny(entry, 403, "Forbidden",
+                              f'events.events.k8s.io is forbidden: User "system:serviceaccount:test:hoist" cannot '
+                              f'create resource "events" in API group "events.k8s.io" in the namespace "{namespace}"')
+        if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+            return self._deny(entry, 415, "UnsupportedMediaType", "the body is not application/json")
+        try:
+            event = json.loads(body)
+        except ValueError as error:
+            return self._deny(entry, 400, "BadRequest", f"invalid JSON: {error}")
+        problems = validate_event(event, namespace)
+        if problems:
+            return self._deny(entry, 422, "Invalid", "Event is invalid: " + "; ".join(problems))
+        with cluster.lock:
+            event["metadata"]["resourceVersion"] = cluster._bump()
+            event["metadata"]["uid"] = hashlib.sha1(repr(("event", namespace, event["metadata"]["name"])).encode()
+                                                    ).hexdigest()
+            cluster.events.append(event)
+            cluster.lock.notify_all()
+        entry["status"] = 201
+        return self._send_json(201, event)
 
 
 class FakeApiServer:

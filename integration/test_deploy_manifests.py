@@ -16,8 +16,13 @@ import yaml
 
 from conftest import run_hoist
 from fake_apiserver import Cluster, FakeApiServer, munge, write_kubeconfig
-from prepare_harness import NAMESPACE, SERVER_PLAN, put_server_plan, start_prepare, suc
+from known_secrets import SA_TOKEN
+from payloads import make_tree
+from prepare_harness import (NAMESPACE, SERVER_PLAN, can_fake_service_account, make_service_account, put_server_plan,
+                             start_prepare, suc)
 from suc_emulator import SucEmulator
+from test_node_events import in_pod
+from test_node_events import tree_args as node_event_tree_args
 
 pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster
 
@@ -32,6 +37,8 @@ SUC_NAMESPACE = "system-upgrade"
 PROJECT_VERSION = re.search(r"^project\(hoist VERSION (\S+?)[ )]", (REPO / "CMakeLists.txt").read_text(), re.M)[1]
 # hoist's own image, as scripts/image tags it.
 HOIST_IMAGE = f"localhost/hoist:v{PROJECT_VERSION}"
+# Where the API server keeps events about cluster-scoped objects such as Nodes.
+EVENT_NAMESPACE = "default"
 
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
 
@@ -150,7 +157,11 @@ def test_no_overlay_declares_suc_namespace_and_the_component_adds_it(rendered, t
     for name, docs in rendered.items():
         assert "Namespace" not in by_kind(docs), name
         assert {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Plan", "ServiceAccount", "Role",
-                                                                             "RoleBinding")} == {SUC_NAMESPACE}
+                                                                             "RoleBinding")
+                and not d["metadata"]["name"].endswith("-events")} == {SUC_NAMESPACE}
+        # Events about a Node can only be created in "default" (the API server refuses another namespace).
+        assert {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Role", "RoleBinding")
+                and d["metadata"]["name"].endswith("-events")} == {EVENT_NAMESPACE}
     # A standalone install adds it with the optional component.
     shutil.copytree(DEPLOY, tmp_path / "deploy")
     overlay = tmp_path / "overlay"
@@ -455,6 +466,8 @@ PREPARE_NEEDS = {("list", "upgrade.cattle.io", "plans", SUC_NAMESPACE),
                  ("watch", "upgrade.cattle.io", "plans", SUC_NAMESPACE),
                  ("list", "", "nodes", None), ("watch", "", "nodes", None)}
 CORDON_NEEDS = {("get", "", "nodes", None), ("patch", "", "nodes", None)}
+# hoist upgrade, and rollback, in every Plan's Job: an Event on the node (test_node_events.py).
+EVENTS_NEEDS = {("create", "events.k8s.io", "events", EVENT_NAMESPACE)}
 DRAIN_NEEDS = CORDON_NEEDS | {("get", "", "pods", None), ("list", "", "pods", None), ("delete", "", "pods", None),
                               ("create", "", "pods/eviction", None)} | \
     {(verb, "apps", resource, None) for verb in ("get", "list")
@@ -471,7 +484,7 @@ def test_each_plan_runs_as_its_own_account_with_only_what_it_needs(rendered):
             assert account == f"hoist-{plan_name}"
             assert account in kinds["ServiceAccount"]
             accounts.add(account)
-            needs = set()
+            needs = set(EVENTS_NEEDS)
             if "prepare" in spec and spec["prepare"]["args"][0] == "prepare":
                 needs |= PREPARE_NEEDS
             if "drain" in spec:
@@ -579,3 +592,16 @@ def test_the_drain_roles_stay_within_suc_own_drainer_role():
     assert set(drain_roles) == {"hoist-k3s-agent-drain", "hoist-os-tree-drain"}
     for role in drain_roles.values():
         assert granted([dict(r, namespace=None) for r in role["rules"]]) == DRAIN_NEEDS
+
+
+@pytest.mark.skipif(not can_fake_service_account(), reason="needs root and unshare for a private mount namespace")
+@pytest.mark.parametrize("overlay,plan", [(o, p) for o in OVERLAYS for p in sorted(EXPECTED_PLANS[o])])
+def test_each_plans_events_role_lets_its_upgrade_post_the_event(overlay, plan, pki, tmp_path, host_root):
+    cluster = Cluster(tokens=(SA_TOKEN,))
+    cluster.rbac = account_rules(overlay_docs(overlay), f"hoist-{plan}", "events")
+    source = make_tree(tmp_path / "v1", {"a": "one\n"}, 1)
+    account = make_service_account(tmp_path / "sa", pki["ca"], SA_TOKEN)
+    with FakeApiServer(cluster, pki) as server:
+        in_pod(account, server.port, host_root, "upgrade", *node_event_tree_args(source, "1.0.0"), check=0)
+    assert [(e["reason"], e["metadata"]["namespace"]) for e in cluster.events] == [("HoistUpgraded", EVENT_NAMESPACE)]
+    assert [r["status"] for r in cluster.requests] == [201]

@@ -15,6 +15,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
 #include "logging.hpp"
+#include "node_events.hpp"
 
 namespace hoist::cli {
 
@@ -158,6 +159,9 @@ void write_outcome(const Context& context, const Command& command, const std::st
                    const std::string& error) {
   if (command.reports_outcome()) {
     write_termination(context.env, name, code, error, command.summary());
+    if (const auto event = outcome_event(name, code, error, command.summary())) {
+      tell_node(context, *event);
+    }
   }
 }
 

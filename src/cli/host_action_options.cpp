@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 
+#include "node_events.hpp"
+
 namespace hoist::cli {
 
 void HostActionOptions::add_to(CLI::App& command) {
@@ -23,7 +25,7 @@ void HostActionOptions::add_to(CLI::App& command) {
       ->capture_default_str();
 }
 
-HostActions HostActionOptions::actions() const {
+HostActions HostActionOptions::actions(const Context& context) const {
   HostActions actions;
   actions.remount = m_remount ? Remount::yes : Remount::no;
   for (const auto& unit : m_restart) {
@@ -32,6 +34,7 @@ HostActions HostActionOptions::actions() const {
   actions.reboot = parse_reboot_policy(m_reboot);
   actions.reboot_timeout = std::chrono::seconds(static_cast<long long>(std::ceil(m_reboot_timeout)));
   actions.restart_timeout = std::chrono::seconds(static_cast<long long>(std::ceil(m_restart_timeout)));
+  actions.before_reboot = [&context](const std::string& what) { tell_node(context, rebooting_event(what)); };
   return actions;
 }
 

@@ -5,6 +5,10 @@
 
 #include "hoist/host/host_actions.hpp"
 
+namespace hoist {
+struct Context;
+}
+
 namespace CLI {
 class App;
 }
@@ -20,8 +24,9 @@ class HostActionOptions {
   /// Adds the flags to `command`.
   void add_to(CLI::App& command);
   /// The flags as given (units mangled as systemctl does: `k3s` → `k3s.service`).
-  /// Throws UsageError for an invalid unit name.
-  [[nodiscard]] HostActions actions() const;
+  /// Throws UsageError for an invalid unit name. Before a reboot, an event tells the Job's node (node_events.hpp);
+  /// `context` must outlive the run.
+  [[nodiscard]] HostActions actions(const Context& context) const;
 
  private:
   bool m_remount = false;

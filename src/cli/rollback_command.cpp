@@ -21,7 +21,7 @@ class RollbackCommand final : public Command {
 
   ExitCode run(Context& context) override {
     m_options.durability = default_durability();
-    m_options.host = m_host.actions();
+    m_options.host = m_host.actions(context);
     return run_rollback(context, m_options);
   }
 

@@ -126,7 +126,7 @@ class UpgradeCommand final : public Command {
     options.dry_run = m_dry_run ? DryRun::yes : DryRun::no;
     options.progress = progress_style_for_stderr(context.options.log_format);
     options.durability = default_durability();
-    options.host = m_host.actions();
+    options.host = m_host.actions(context);
     options.max_unpacked_bytes = m_max_unpacked_bytes;
     options.max_unpack_ratio = static_cast<double>(m_max_unpack_ratio);
     options.threads = m_threads;

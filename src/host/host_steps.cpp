@@ -87,6 +87,9 @@ Handshake HostSteps::settle_pending_reboot(const StateStore& store, ComponentSta
     // deleted, the reboot was cancelled): the reboot is still owed.
     spdlog::warn("{}: the reboot into {} asked for at {} has not happened (the boot id is still {}): asking again",
                  state.component, pending.target, pending.requested_at, boot_id);
+    if (m_actions.before_reboot) {
+      m_actions.before_reboot(state.component + " " + pending.target);
+    }
     const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
     const RebootRoute route = request_reboot(
         m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
@@ -259,6 +262,9 @@ void HostSteps::reboot(const StateStore& store, const std::vector<SwitchedCompon
   spdlog::info("rebooting for {} (--reboot {}; boot id {})", targets_of(components), to_string(m_actions.reboot),
                boot_id);
   m_bus.reset();  // request_reboot() makes its own connection
+  if (m_actions.before_reboot) {
+    m_actions.before_reboot(targets_of(components));
+  }
   const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
   const RebootRoute route = request_reboot(
       m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});

@@ -132,15 +132,19 @@ KubeClient::KubeClient(KubeConfig config)
 
 KubeClient::Response KubeClient::request(const std::string& verb, const KubeResource& resource,
                                          const std::string& target, Deadline deadline,
-                                         const Interrupt* interrupt) const {
+                                         const Interrupt* interrupt, const std::string* body) const {
   const std::string doing = failed_to(verb, resource, m_config.server());
   for (int attempt = 0;; ++attempt) {
     auto connection = HttpsConnection::open(m_tls, m_config.host, m_config.port, deadline, interrupt);
     if (!connection) {
       throw transport_error(connection.error(), doing);
     }
-    std::string request = "GET " + target + " HTTP/1.1\r\nHost: " + m_config.server() + "\r\nUser-Agent: hoist/" +
-                          hoist_version() + "\r\nAccept: application/json\r\nConnection: close\r\n";
+    std::string request = (body != nullptr ? "POST " : "GET ") + target + " HTTP/1.1\r\nHost: " +
+                          m_config.server() + "\r\nUser-Agent: hoist/" + hoist_version() +
+                          "\r\nAccept: application/json\r\nConnection: close\r\n";
+    if (body != nullptr) {
+      request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body->size()) + "\r\n";
+    }
     // Kept until the answer: after a 401, whether the token has changed since is judged against it.
     std::string token;
     if (m_config.token) {
@@ -148,6 +152,9 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
       request += "Authorization: Bearer " + token + "\r\n";
     }
     request += "\r\n";
+    if (body != nullptr) {
+      request += *body;
+    }
     auto sent = connection->send(request, deadline);
     secure_erase(request);
     if (!sent) {
@@ -194,6 +201,26 @@ ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query
     }
   }
   return list;
+}
+
+nlohmann::json KubeClient::create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
+                                  const Interrupt* interrupt) const {
+  const std::string payload = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  auto response = request("create", resource, resource.path(), deadline, interrupt, &payload);
+  const std::string doing = failed_to("create", resource, m_config.server());
+  auto body = response.connection.read_body(deadline, k_max_event_bytes);
+  if (!body) {
+    throw transport_error(body.error(), doing);
+  }
+  if (response.head.status != 200 && response.head.status != 201) {
+    throw http_error(response.head.status, status_message(*body, response.head.reason), "create", resource,
+                     m_config.server());
+  }
+  auto json = nlohmann::json::parse(*body, nullptr, false);
+  if (!json.is_object()) {
+    throw KubeError(Kind::bad_response, response.head.status, doing + ": the response is not an object");
+  }
+  return json;
 }
 
 void KubeClient::watch(const KubeResource& resource, const ListQuery& query, const std::string& resource_version,

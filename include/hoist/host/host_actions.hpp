@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ struct HostActions {
   RebootPolicy reboot = RebootPolicy::never;
   std::chrono::seconds reboot_timeout = k_default_reboot_timeout;
   std::chrono::seconds restart_timeout = k_default_restart_timeout;
+  /// Called with what the reboot is for ("app 2.0.0") just before it is asked for, after the state records it:
+  /// the last moment this process can tell anyone. Must not throw. May be empty.
+  std::function<void(const std::string&)> before_reboot;
 };
 
 /// A unit name as `systemctl` takes it: `k3s` means `k3s.service`. Throws

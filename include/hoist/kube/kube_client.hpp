@@ -25,6 +25,9 @@ struct KubeResource {
     return {"upgrade.cattle.io", "v1", "plans", std::move(namespace_name)};
   }
   static KubeResource nodes() { return {"", "v1", "nodes", ""}; }
+  static KubeResource events(std::string namespace_name) {
+    return {"events.k8s.io", "v1", "events", std::move(namespace_name)};
+  }
 
   /// "plans.upgrade.cattle.io in namespace 'ns'", "nodes": how messages name it.
   [[nodiscard]] std::string display() const;
@@ -80,7 +83,7 @@ class KubeError : public Failure {
   int m_status;
 };
 
-/// LIST and WATCH against the Kubernetes API over HTTPS, JSON decoded. One
+/// LIST, WATCH and CREATE against the Kubernetes API over HTTPS, JSON decoded. One
 /// connection per request (a watch holds its own for its lifetime). Safe to use
 /// from several threads at once. Every call throws KubeError on failure; a 401
 /// re-reads the token file and retries once, since projected tokens rotate.
@@ -102,13 +105,18 @@ class KubeClient {
              int timeout_seconds, Deadline deadline, const Interrupt* interrupt,
              const std::function<void(WatchEvent&&)>& on_event) const;
 
+  /// CREATE (POST) `object` in the collection; returns the object the server stored.
+  nlohmann::json create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
+                        const Interrupt* interrupt = nullptr) const;
+
   [[nodiscard]] const KubeConfig& config() const noexcept { return m_config; }
 
  private:
   struct Response;
-  /// Sends a GET and reads the response head; handles 401 by reloading the token.
+  /// Sends a GET (or, with a `body`, a POST of that JSON) and reads the response head; handles 401 by reloading
+  /// the token. `verb` is the RBAC verb, for messages.
   Response request(const std::string& verb, const KubeResource& resource, const std::string& target, Deadline deadline,
-                   const Interrupt* interrupt) const;
+                   const Interrupt* interrupt, const std::string* body = nullptr) const;
 
   KubeConfig m_config;
   TlsContext m_tls;

@@ -1,0 +1,164 @@
+"""Kubernetes Events on the Job's node: what `kubectl describe node` shows of a run after SUC has collected the
+Job, its pod and its logs. hoist runs as in a pod (the service account bind-mounted at its real path in a private
+mount namespace, KUBERNETES_SERVICE_HOST/PORT and SYSTEM_UPGRADE_NODE_NAME set) against the fake API server."""
+
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import HOIST_BIN, SANITIZER_ENV, RecordedPopen, run_recorded
+from dbus_harness import system_bus  # noqa: F401 (a fixture)
+from fake_apiserver import Cluster, FakeApiServer, free_port
+from known_secrets import SA_TOKEN
+from payloads import make_tree, upgrade
+from prepare_harness import can_fake_service_account, make_service_account, pki  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.skipif(not can_fake_service_account(),
+                                reason="needs root and unshare for a private mount namespace")
+
+NODE = "node-7"
+# What the shipped Plans grant: create events.k8s.io events in "default", where Node events live.
+EVENTS_RULE = {"namespace": "default", "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}
+IN_POD = ('mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && '
+          'mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
+
+
+@pytest.fixture
+def cluster():
+    cluster = Cluster(tokens=(SA_TOKEN,))
+    cluster.rbac = [EVENTS_RULE]
+    return cluster
+
+
+@pytest.fixture
+def server(cluster, pki):  # noqa: F811 (pki is a fixture)
+    with FakeApiServer(cluster, pki) as server:
+        yield server
+
+
+@pytest.fixture
+def account(tmp_path, pki):  # noqa: F811
+    return make_service_account(tmp_path / "sa", pki["ca"], SA_TOKEN + "\n")
+
+
+@pytest.fixture
+def payloads(tmp_path):
+    return (make_tree(tmp_path / "v1", {"a": "one\n"}, 1), make_tree(tmp_path / "v2", {"a": "two\n"}, 2))
+
+
+def pod_argv(account, host_root, command, *args):
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", IN_POD, str(account),
+            HOIST_BIN, "--host-root", str(host_root), "--lock-timeout", "5", command, *map(str, args)]
+
+
+def pod_env(port, host="127.0.0.1", node=NODE):
+    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SANITIZER_ENV, "KUBERNETES_SERVICE_HOST": host,
+            "KUBERNETES_SERVICE_PORT": str(port), "SYSTEM_UPGRADE_NODE_NAME": node}
+
+
+def in_pod(account, server_port, host_root, command, *args, check=None, env=None):
+    result = run_recorded(pod_argv(account, host_root, command, *args), env={**pod_env(server_port), **(env or {})},
+                          capture_output=True, text=True, timeout=120)
+    if check is not None:
+        assert result.returncode == check, result.stderr
+    return result
+
+
+def tree_args(source, version, *extra):
+    return ["--component", "app", "--kind", "tree", "--source", source, "--destination", "/opt/app",
+            "--version", version, *extra]
+
+
+def test_upgrade_failure_and_rollback_each_post_one_event_on_the_node(host_root, payloads, cluster, server,
+                                                                     account):
+    v1, v2 = payloads
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"), check=0)
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v2, "2.0.0"), check=0)
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"), check=3)
+    in_pod(account, server.port, host_root, "rollback", "--component", "app", check=0)
+    events = cluster.events
+    assert [(e["reason"], e["type"], e["action"]) for e in events] == [
+        ("HoistUpgraded", "Normal", "Upgrade"), ("HoistUpgraded", "Normal", "Upgrade"),
+        ("HoistUpgradeFailed", "Warning", "Upgrade"), ("HoistRolledBack", "Normal", "Rollback")]
+    assert [e["note"] for e in events] == [
+        "hoist upgrade: succeeded; app: nothing installed -> 1.0.0 (first install)",
+        "hoist upgrade: succeeded; app: 1.0.0 -> 2.0.0 (upgrade)",
+        "hoist upgrade: failed (exit 3): app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade allows "
+        "it); app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade allows it)",
+        "hoist rollback: succeeded; app: back to the previous version"]
+    for event in events:
+        assert event["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": NODE}
+        assert event["reportingController"] == "hoist"
+        assert event["reportingInstance"] == NODE
+        assert event["metadata"]["namespace"] == "default"
+        assert re.fullmatch(rf"{NODE}\.[0-9a-f]+", event["metadata"]["name"])
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["eventTime"])
+    posts = cluster.log_requests(method="POST")
+    assert [(p["path"], p["status"], p["token"]) for p in posts] == \
+        [("/apis/events.k8s.io/v1/namespaces/default/events", 201, SA_TOKEN)] * 4
+    # One request a run, and nothing else asked of the API server.
+    assert len(cluster.requests) == 4
+
+
+def test_an_event_the_server_refuses_is_a_warning_and_the_upgrade_still_succeeds(host_root, payloads, cluster,
+                                                                                 server, account):
+    v1, _ = payloads
+    cluster.rbac = []  # a Plan whose ServiceAccount may not create events
+    result = in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"), check=0)
+    assert "could not post event HoistUpgraded on node 'node-7' (the run's outcome stands): failed to create " \
+           "events.events.k8s.io in namespace 'default' on '127.0.0.1:" in result.stderr
+    assert "403 Forbidden (RBAC must allow verb 'create' on resource 'events' in API group 'events.k8s.io' in " \
+           "namespace 'default')" in result.stderr
+    assert SA_TOKEN not in result.stderr + result.stdout
+    assert cluster.events == []
+    assert (host_root / "opt/app/current").readlink().name == "1.0.0"
+
+
+def test_an_unreachable_api_server_does_not_fail_the_upgrade(host_root, payloads, account):
+    v1, _ = payloads
+    start = time.monotonic()
+    result = in_pod(account, free_port(), host_root, "upgrade", *tree_args(v1, "1.0.0"), check=0)
+    assert time.monotonic() - start < 30
+    assert "could not post event HoistUpgraded on node 'node-7'" in result.stderr
+    assert "Connection refused" in result.stderr
+
+
+def test_an_invalid_event_the_server_rejects_is_a_warning(host_root, payloads, cluster, server, account):
+    v1, _ = payloads
+    cluster.fail_next = [500]
+    result = in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"), check=0)
+    assert "could not post event HoistUpgraded" in result.stderr and "HTTP 500: injected failure 500" in result.stderr
+
+
+def test_outside_a_pod_no_event_is_posted_and_nothing_is_said(host_root, payloads, cluster, server):
+    v1, v2 = payloads
+    # The node's name alone (a manual run with the variable exported): no service account, no event, no noise.
+    result = upgrade(host_root, *tree_args(v1, "1.0.0"), env={"SYSTEM_UPGRADE_NODE_NAME": NODE}, check=0)
+    assert "event" not in result.stderr.replace(str(host_root), "") and " warning: " not in result.stderr
+    # The service account and the server's address, but no node name (not a SUC Job): no event either.
+    result = upgrade(host_root, *tree_args(v2, "2.0.0"),
+                     env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(server.port)},
+                     check=0)
+    assert "event" not in result.stderr.replace(str(host_root), "") and " warning: " not in result.stderr
+    assert cluster.requests == []
+
+
+def test_a_reboot_is_announced_before_it_is_asked_for(host_root, payloads, cluster, server, account,
+                                                      system_bus):  # noqa: F811 (a fixture)
+    v1, _ = payloads
+    logind = system_bus.start("logind_manager")
+    system_bus.start("systemd_manager")
+    process = RecordedPopen(pod_argv(account, host_root, "upgrade", *tree_args(v1, "1.0.0", "--reboot", "if-needed")),
+                            env=pod_env(server.port), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        logind.wait_for_call("RebootWithFlags")
+        assert [(e["reason"], e["action"], e["note"]) for e in cluster.events] == \
+            [("HoistRebooting", "Reboot", "hoist: rebooting for app 1.0.0")]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    # Stopped by the node going down: that is the failure SUC sees, and the node says so too.
+    assert [e["reason"] for e in cluster.events] == ["HoistRebooting", "HoistUpgradeFailed"]

@@ -1,0 +1,49 @@
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "hoist/kube/node_event.hpp"
+
+using hoist::NodeEvent;
+using hoist::node_event_object;
+
+namespace {
+
+// 2026-01-02T03:04:05.678901Z
+const auto k_when = std::chrono::system_clock::time_point(std::chrono::microseconds(1767323045678901LL));
+
+}  // namespace
+
+TEST_CASE("a node event is an events.k8s.io/v1 Event regarding the node, in namespace default") {
+  const auto event = node_event_object(
+      "node-1", NodeEvent{NodeEvent::Type::warning, "HoistUpgradeFailed", "Upgrade", "it failed"}, k_when);
+  CHECK(event["apiVersion"] == "events.k8s.io/v1");
+  CHECK(event["kind"] == "Event");
+  CHECK(event["metadata"]["namespace"] == "default");
+  CHECK(event["metadata"]["name"] == "node-1.1886caf2450d6708");
+  CHECK(event["eventTime"] == "2026-01-02T03:04:05.678901Z");
+  CHECK(event["reportingController"] == "hoist");
+  CHECK(event["reportingInstance"] == "node-1");
+  CHECK(event["type"] == "Warning");
+  CHECK(event["reason"] == "HoistUpgradeFailed");
+  CHECK(event["action"] == "Upgrade");
+  CHECK(event["note"] == "it failed");
+  CHECK(event["regarding"] ==
+        nlohmann::json{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "node-1"}, {"uid", "node-1"}});
+}
+
+TEST_CASE("a node event's note is cut to 1024 bytes at a character boundary") {
+  std::string note(1023, 'a');
+  note += "\xc3\xa9";  // é: two bytes, the second past the limit
+  const auto event = node_event_object("n", NodeEvent{NodeEvent::Type::normal, "HoistUpgraded", "Upgrade", note}, k_when);
+  CHECK(event["note"] == std::string(1023, 'a'));
+  CHECK(event["type"] == "Normal");
+}
+
+TEST_CASE("a node event's name and reporting instance stay within the API's limits for a long node name") {
+  const std::string node(253, 'n');
+  const auto event = node_event_object(node, NodeEvent{NodeEvent::Type::normal, "HoistUpgraded", "Upgrade", ""}, k_when);
+  CHECK(event["metadata"]["name"].get<std::string>().size() == 253);
+  CHECK(event["reportingInstance"].get<std::string>() == std::string(128, 'n'));
+  CHECK(event["regarding"]["name"] == node);
+}
