@@ -581,6 +581,11 @@ def test_the_plans_upgrade_arguments_are_hoists(rendered, host_root):
         assert result.returncode == 2, (name, result)
 
 
+def test_every_plan_writes_metrics_for_node_exporters_textfile_collector(rendered):
+    for name, plan in plans_of(rendered).items():
+        assert "--metrics-file=/var/lib/node_exporter/textfile_collector/hoist.prom" in plan["spec"]["upgrade"]["args"]
+
+
 def test_the_drain_roles_stay_within_suc_own_drainer_role():
     if not SUC_ROLES.exists():
         pytest.skip("SUC's clusterrole.yaml not found")

@@ -29,6 +29,7 @@ ComponentState sample() {
   s.last_result = hoist::LastResult{"upgrade", "succeeded", "v1.30.1+k3s1", "2026-11-21T10:00:00Z", ""};
   s.boot_id = "0b1c2d3e-0000-4000-8000-000000000000";
   s.pending_reboot = hoist::PendingReboot{"v1.30.1+k3s1", s.boot_id, "2026-11-21T10:00:01Z"};
+  s.rollbacks = 2;
   return s;
 }
 
@@ -42,6 +43,7 @@ TEST_CASE("a saved state loads back field for field", "[state]") {
   auto loaded = store.load("k3s");
   REQUIRE(loaded.has_value());
   CHECK(hoist::to_json_text(*loaded) == hoist::to_json_text(sample()));
+  CHECK(loaded->rollbacks == 2);
   CHECK(store.components() == std::vector<std::string>{"k3s"});
   CHECK((fs::status(dir / "var/lib/hoist/k3s/state.json").permissions() & fs::perms::all) ==
         (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read));
@@ -140,4 +142,16 @@ TEST_CASE("the state directory is resolved inside the host root", "[state]") {
   const StateStore store(*root, "/var/lib/hoist");
   store.save(sample());
   CHECK(fs::is_regular_file(dir / "data/hoist/k3s/state.json"));
+}
+
+TEST_CASE("a state from before rollbacks were counted reads 0; a negative count is refused", "[state]") {
+  std::string text = hoist::to_json_text(sample());
+  const std::string field = ",\n  \"rollbacks\": 2";
+  const auto at = text.find(field);
+  REQUIRE(at != std::string::npos);
+  CHECK(hoist::parse_state(std::string(text).erase(at, field.size()), "s").rollbacks == 0);
+  std::string negative = text;
+  negative.replace(negative.find("\"rollbacks\": 2"), 14, "\"rollbacks\": -1");
+  CHECK_THROWS_WITH(hoist::parse_state(negative, "s"),
+                    "corrupt state file 's': field 'rollbacks' must be a non-negative integer");
 }

@@ -5,11 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <map>
 
 #include "command.hpp"
 #include "hoist/model/context.hpp"
+#include "hoist/model/node_metrics.hpp"
 #include "hoist/sys/library_versions.hpp"
 #include "hoist/sys/termination_message.hpp"
 #include "hoist/util/error.hpp"
@@ -45,6 +47,10 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
   app.add_option("--log-format", options.log_format, "text for people, json for log collectors")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
       ->option_text("text|json (default: text)");
+  app.add_option("--metrics-file", options.metrics_file,
+                 "after upgrade and rollback, write the node's metrics in Prometheus' text format to this host "
+                 "path (node-exporter's textfile collector reads *.prom)")
+      ->check(path_text);
   app.add_flag("-v,--verbose", options.verbosity, "more detail (-vv for trace)");
 }
 
@@ -155,9 +161,31 @@ void write_termination(const Environment& env, const std::string& name, ExitCode
   }
 }
 
+// --metrics-file: every component's state as the run left it, and how the run ended. Like the events, never part of
+// the outcome: a metrics file that cannot be written is a warning.
+void write_metrics(const Context& context, ExitCode code) {
+  if (context.options.metrics_file.empty() || !context.host) {
+    return;
+  }
+  try {
+    const StateStore store(*context.host, context.options.state_dir);
+    std::vector<ComponentState> states;
+    for (const std::string& component : store.components()) {
+      if (auto state = store.load(component)) {
+        states.push_back(std::move(*state));
+      }
+    }
+    const RunMetrics run{static_cast<std::int64_t>(std::time(nullptr)), code == ExitCode::ok};
+    write_node_metrics(*context.host, context.options.metrics_file, node_metrics_text(states, run));
+  } catch (const std::exception& e) {
+    spdlog::warn("no metrics (the run's outcome stands): {}", e.what());
+  }
+}
+
 void write_outcome(const Context& context, const Command& command, const std::string& name, ExitCode code,
                    const std::string& error) {
   if (command.reports_outcome()) {
+    write_metrics(context, code);
     write_termination(context.env, name, code, error, command.summary());
     if (const auto event = outcome_event(name, code, error, command.summary())) {
       tell_node(context, *event);
@@ -166,6 +194,10 @@ void write_outcome(const Context& context, const Command& command, const std::st
 }
 
 int run(Command& command, Context& context) {
+  if (const std::string& metrics = context.options.metrics_file;
+      !metrics.empty() && (metrics.front() != '/' || metrics.back() == '/')) {
+    throw UsageError("--metrics-file: '" + escaped(metrics) + "' is not an absolute path to a file on the host");
+  }
   if (command.needs_host()) {
     const std::string root =
         context.options.host_root.empty() ? default_host_root(context.suc) : context.options.host_root;

@@ -114,7 +114,8 @@ std::string to_json_text(const ComponentState& state) {
                       {"last_result", optional_object(state.last_result)},
                       {"boot_id", state.boot_id},
                       {"pending_reboot", optional_object(state.pending_reboot)},
-                      {"owed_restarts", state.owed_restarts}};
+                      {"owed_restarts", state.owed_restarts},
+                      {"rollbacks", state.rollbacks}};
   return document.dump(2) + "\n";
 }
 
@@ -173,6 +174,13 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
       }
       state.owed_restarts.push_back(unit.get<std::string>());
     }
+  }
+  // Written since rollbacks were counted; a state from before has counted none.
+  if (const auto rollbacks = document.find("rollbacks"); rollbacks != document.end()) {
+    if (!rollbacks->is_number_unsigned()) {
+      top.fail("field 'rollbacks' must be a non-negative integer");
+    }
+    state.rollbacks = rollbacks->get<std::uint64_t>();
   }
   if (const json& reboot = top.any("pending_reboot"); !reboot.is_null()) {
     const Reader r(reboot, where + " in 'pending_reboot'");

@@ -114,6 +114,7 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   // A sync's one backup is used up; the links of the other kinds swap.
   state.previous = state.kind == "sync" ? std::string() : from;
   set_last_result(state, k_command, outcome::k_succeeded, target);
+  ++state.rollbacks;
   state.boot_id = read_boot_id(root);
   // Owed with the switch, in the same save (upgrade does the same).
   for (const auto& unit : host.restarts_owed_by(kind)) {

@@ -18,6 +18,7 @@ struct GlobalOptions {
   std::string lock_file = "/run/hoist/hoist.lock";
   double lock_timeout_seconds = 300;
   LogFormat log_format = LogFormat::text;
+  std::string metrics_file;  ///< host path; empty: no metrics
   int verbosity = 0;
 
   [[nodiscard]] std::chrono::milliseconds lock_timeout() const {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,9 @@ struct ComponentState {
   /// refresh): recorded with the switch, each removed once done, so that a run that failed or was killed
   /// before its restarts leaves them owed to the next run.
   std::vector<std::string> owed_restarts;
+  /// The rollbacks that switched this component (`hoist_rollbacks_total`). A state written before this was
+  /// counted reads 0; a hoist that does not know the field drops it, which Prometheus reads as a counter reset.
+  std::uint64_t rollbacks = 0;
 };
 
 /// The schema version this build writes; a higher one on disk is refused.

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hoist/model/state.hpp"
+#include "hoist/sys/host_root.hpp"
+
+namespace hoist {
+
+/// How the run that writes the metrics ended.
+struct RunMetrics {
+  std::int64_t ended_at = 0;  ///< Unix time, seconds
+  bool succeeded = false;
+};
+
+/// The node's metrics in Prometheus' text exposition format (version 0.0.4), for node-exporter's textfile
+/// collector: `hoist_component_info{component,kind,version} 1` for each component with a current version,
+/// `hoist_last_run_timestamp_seconds`, `hoist_last_run_success` (1 or 0) and `hoist_rollbacks_total{component}`.
+/// Label values are escaped as the format requires (`\\`, `\"`, `\n`).
+std::string node_metrics_text(const std::vector<ComponentState>& states, const RunMetrics& run);
+
+/// Quotes `value` as a label value of the text format (without the surrounding quotes).
+std::string prometheus_label_value(std::string_view value);
+
+/// Replaces the file at `host_path` inside `root` with `text` atomically (write_file_atomic: node-exporter never
+/// reads half a file), making its directory when missing. Throws hoist::Failure naming the path.
+void write_node_metrics(const HostRoot& root, const std::string& host_path, std::string_view text);
+
+}  // namespace hoist
