@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -92,6 +93,29 @@ void check_every_value(CLI::App& app) {
   for (CLI::App* subcommand : app.get_subcommands({})) {
     check_every_value(*subcommand);
   }
+}
+
+// Whether the command line asks for JSON logs (`--log-format json`, `--log-format=JSON`), read from the words
+// themselves: when parsing failed, the option may not have been converted yet, or the failure may be elsewhere.
+bool asks_for_json_logs(int argc, char** argv) {
+  bool json = false;  // the last one given counts, as CLI11 takes it
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word == "--") {
+      break;
+    }
+    std::string value;
+    if (word == "--log-format" && i + 1 < argc) {
+      value = argv[i + 1];
+    } else if (word.starts_with("--log-format=")) {
+      value = word.substr(std::string_view("--log-format=").size());
+    } else {
+      continue;
+    }
+    std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+    json = value == "json";
+  }
+  return json;
 }
 
 // CLI11 says only "A subcommand is required" for `hoist upgarde`; name the word.
@@ -245,7 +269,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const std::string message = describe_parse_error(app, e, argc, argv);
-    std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", message.c_str());
+    if (asks_for_json_logs(argc, argv)) {
+      // A log collector parses every line: the refusal is one JSON object like every other line hoist logs.
+      setup_logging(LogFormat::json, 0);
+      spdlog::error("{}; run 'hoist --help' for usage", message);
+    } else {
+      std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", message.c_str());
+    }
     // A Plan's bad argument is an outcome the cluster must see too.
     write_termination(process_environment(), "", ExitCode::usage, message, {});
     return static_cast<int>(ExitCode::usage);

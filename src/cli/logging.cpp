@@ -8,11 +8,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "hoist/util/log_fields.hpp"
+
 namespace hoist::cli {
 
 namespace {
 
-// One JSON object a line: {"time":"...Z","level":"info","msg":"..."}.
+// One JSON object a line: {"time":"...Z","level":"info","msg":"...", and the LogFields in force}.
 // nlohmann does the escaping, so any message bytes give valid JSON.
 class JsonFormatter final : public spdlog::formatter {
  public:
@@ -27,9 +29,14 @@ class JsonFormatter final : public spdlog::formatter {
     const size_t n = std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
     std::snprintf(stamp + n, sizeof stamp - n, ".%03dZ", static_cast<int>(millis));
     const auto level = spdlog::level::to_string_view(msg.level);
-    const nlohmann::json line{{"time", stamp},
-                              {"level", std::string(level.data(), level.size())},
-                              {"msg", std::string(msg.payload.data(), msg.payload.size())}};
+    nlohmann::json line{{"time", stamp},
+                        {"level", std::string(level.data(), level.size())},
+                        {"msg", std::string(msg.payload.data(), msg.payload.size())}};
+    for (const auto& [name, value] : LogFields::current()) {
+      if (name != "time" && name != "level" && name != "msg") {
+        std::visit([&line, &name = name](const auto& v) { line[name] = v; }, value);
+      }
+    }
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     dest.append(text.data(), text.data() + text.size());
   }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "hoist/host/boot_id.hpp"
 #include "hoist/host/host_steps.hpp"
@@ -10,6 +11,7 @@
 #include "hoist/model/state_update.hpp"
 #include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/log_fields.hpp"
 #include "run_lock.hpp"
 
 namespace hoist {
@@ -53,6 +55,7 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
 
 ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   validate_component_name(options.component);
+  const LogFields fields{{"component", options.component}, {"phase", "rollback"}};
   const HostRoot& root = context.root();
   const StateStore store(root, context.options.state_dir);
   // SIGTERM/SIGINT stop the run at its safe points (host integration).
@@ -83,11 +86,13 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   }
 
   std::string target;
+  std::optional<LogFields> target_field;
   try {
     if (installer->clean_leftovers(&state)) {
       store.save(state);
     }
     target = choose_target(state, options);
+    target_field.emplace(std::initializer_list<LogField>{{"version", target}});
     if (target == state.current && installer->integrity(target, nullptr) == Integrity::intact) {
       spdlog::info("{}: already at {}, nothing to do", state.component, target);
       set_last_result(state, k_command, outcome::k_unchanged, target);
@@ -123,6 +128,7 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
     }
   }
   store.save(state);
+  const LogFields host_phase{{"phase", "host"}};
   host.after_switch(store, {SwitchedComponent{state.component, kind, target, true}});
   return ExitCode::ok;
 }

@@ -26,6 +26,7 @@
 #include "hoist/model/state_update.hpp"
 #include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/log_fields.hpp"
 #include "hoist/util/text.hpp"
 #include "hoist/verify/payload_verification.hpp"
 #include "hoist/verify/sysext_image.hpp"
@@ -144,6 +145,19 @@ void record_all(const StateStore& store, std::vector<Work>& works, const char* o
   }
 }
 
+// A transfer's counts as log fields, for the line that reports them.
+LogFields count_fields(const TransferStats& s) {
+  return LogFields{{"files_added", s.files_added},     {"files_changed", s.files_changed},
+                   {"files_removed", s.files_removed}, {"files_unchanged", s.files_unchanged},
+                   {"bytes_added", s.bytes_added},     {"bytes_changed", s.bytes_changed},
+                   {"bytes_removed", s.bytes_removed}, {"bytes_written", s.bytes_written}};
+}
+
+// The component and the phase of the lines logged while it lives.
+LogFields phase_fields(const Work& work, const char* phase) {
+  return LogFields{{"component", work.name()}, {"version", work.item.target.text()}, {"phase", phase}};
+}
+
 std::string describe(const TransferStats& s) {
   return fmt::format("{} added ({}), {} changed ({}), {} removed ({}), {} unchanged", s.files_added,
                      format_bytes(s.bytes_added), s.files_changed, format_bytes(s.bytes_changed), s.files_removed,
@@ -184,6 +198,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // that started it is what the run reports.
 void undo(std::vector<Work>& works) {
   for (auto it = works.rbegin(); it != works.rend(); ++it) {
+    const LogFields fields = phase_fields(*it, "undo");
     try {
       if (it->committed) {
         it->installer->undo_commit();
@@ -344,6 +359,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
 
   // One gate for the run: a refusal of any component refuses all of them.
   for (Work& work : works) {
+    const LogFields fields = phase_fields(work, "gate");
     decide(work, &work.item.payload, root);
     spdlog::info("gate: {}", work.gate.message);
     if (options.summary != nullptr) {
@@ -374,6 +390,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
           store.save(*work.state);
         }
       }
+      const LogFields fields{{"phase", "host"}};
       host.after_switch(store, switched_components(works));  // --reboot always
     }
     return ExitCode::ok;
@@ -382,6 +399,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   // Verification reads only the payloads: nothing on the host has changed yet.
   try {
     for (Work& work : works) {
+      const LogFields fields = phase_fields(work, "verify");
       if (work.gate.changes_host() && !work.item.spec.sha256sums.empty()) {
         verify_payload(work.item.spec, work.item.payload);
         spdlog::info("{}: verified {} against {}{}", work.name(), work.item.payload.path().string(),
@@ -433,6 +451,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
         continue;
       }
       throw_if_interrupted("staging " + work.name());
+      const LogFields fields = phase_fields(work, "stage");
       const auto start = std::chrono::steady_clock::now();
       ProgressReporter progress(work.name(), options.progress);
       work.staged = true;
@@ -440,6 +459,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
           work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress, options));
       progress.finish();
       if (work.item.spec.kind != ComponentKind::sync) {
+        const LogFields counts = count_fields(work.stats);
         spdlog::info("{}: staged {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
                      seconds_since(start), describe(work.stats), format_bytes(work.stats.bytes_written));
       }
@@ -449,6 +469,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
         continue;
       }
       throw_if_interrupted("switching " + work.name());
+      const LogFields fields = phase_fields(work, "switch");
       const auto start = std::chrono::steady_clock::now();
       ProgressReporter progress(work.name(), options.progress);
       work.committed = true;
@@ -458,6 +479,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       progress.finish();
       if (work.item.spec.kind == ComponentKind::sync) {
         work.stats = synced;
+        const LogFields counts = count_fields(synced);
         spdlog::info("{}: synced {} into {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
                      root.display(work.item.spec.destination), seconds_since(start), describe(synced),
                      format_bytes(synced.bytes_written));
@@ -482,6 +504,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     if (!work.state && !work.gate.changes_host()) {
       continue;  // at the target through another installer: nothing of hoist's to record
     }
+    const LogFields fields = phase_fields(work, "record");
     ComponentState state = work.state ? *work.state : new_state(work.item.spec);
     if (work.gate.changes_host()) {
       record_switch(state, work.item.target.text(), work.installer->adopted_version());
@@ -502,6 +525,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       collect_garbage(store, work, state);
     }
   }
+  const LogFields fields{{"phase", "host"}};
   host.after_switch(store, switched_components(works));
   return ExitCode::ok;
 }
