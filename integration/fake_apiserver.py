@@ -164,6 +164,7 @@ class Cluster:
         self.watch_cut_generation = 0
         self.requests = []         # the request log (dicts)
         self.events = []           # the events.k8s.io/v1 Events created, as stored
+        self.path_prefix = ""      # e.g. "/k8s/clusters/c-1": served only under it, as behind Rancher's proxy
         self.watches_open = 0
 
     # -- objects
@@ -366,7 +367,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         cluster = self.cluster
         url = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        parts = [p for p in url.path.split("/") if p]
+        path = self._unprefixed(url.path)
+        parts = [p for p in (path or "").split("/") if p] if path is not None else ["not-served"]
         entry = {"time": time.monotonic(), "method": "GET", "path": url.path, "query": query}
         # /api/v1/nodes[/name]  or  /apis/upgrade.cattle.io/v1/namespaces/NS/plans[/name]
         namespace, name = "", None
@@ -531,6 +533,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 cluster.watches_open -= 1
 
 
+    def _unprefixed(self, path):
+        """The API path under the cluster's path_prefix, or None when the request is not under it."""
+        prefix = self.cluster.path_prefix
+        if not prefix:
+            return path
+        return path[len(prefix):] if path.startswith(prefix + "/") else None
+
     def _deny(self, entry, code, reason, message):
         entry["status"] = code
         return self._send_json(code, _status(code, reason, message))
@@ -538,7 +547,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (http.server's naming)
         cluster = self.cluster
         url = urllib.parse.urlsplit(self.path)
-        parts = [p for p in url.path.split("/") if p]
+        path = self._unprefixed(url.path)
+        parts = [p for p in path.split("/") if p] if path is not None else ["not-served"]
         entry = {"time": time.monotonic(), "method": "POST", "path": url.path, "query": {}, "verb": "create"}
         length = self.headers.get("Content-Length")
         body = self.rfile.read(int(length)) if length and length.isdigit() else b""

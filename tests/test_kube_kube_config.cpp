@@ -59,6 +59,21 @@ TEST_CASE("server URLs are split into host and port, IPv6 in brackets", "[kube_c
   CHECK_THROWS_AS(hoist::parse_server_url("https://[fd00::1:6443", "test", host, port), UsageError);
 }
 
+TEST_CASE("a server URL's path is a prefix of every API path, when the caller takes one", "[kube_config]") {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string prefix = "stale";
+  hoist::parse_server_url("https://rancher.example/k8s/clusters/c-m-4x2b/", "test", host, port, &prefix);
+  CHECK((host == "rancher.example" && port == 443 && prefix == "/k8s/clusters/c-m-4x2b"));
+  hoist::parse_server_url("https://[fd00::1]:6443/", "test", host, port, &prefix);
+  CHECK(prefix.empty());
+  for (const char* url : {"https://h/a?b", "https://h/a#b", "https://h/a/../b", "https://h/a//b", "https://h/a/.",
+                          "https://h/a%2Fb"}) {
+    CHECK_THROWS_WITH(hoist::parse_server_url(url, "test", host, port, &prefix),
+                      Catch::Contains("must be plain segments, as /k8s/clusters/<id>"));
+  }
+}
+
 TEST_CASE("in-cluster config comes from the service account and the service env", "[kube_config]") {
   ScopedTempDir container;
   write_text(container / "var/run/secrets/kubernetes.io/serviceaccount/token", "secret-1\n");
@@ -135,7 +150,7 @@ TEST_CASE("kubeconfigs that would skip verification or run plugins are refused",
                     Catch::Contains("uses an exec or auth-provider plugin, which hoist does not run"));
   write_text(dir / "nocontext", "apiVersion: v1\nkind: Config\n");
   CHECK_THROWS_WITH(KubeConfig::from_kubeconfig(dir / "nocontext"),
-                    "kubeconfig '" + (dir / "nocontext").string() + "': no current-context");
+                    "kubeconfig '" + (dir / "nocontext").string() + "': no current-context (give --context)");
   write_text(dir / "badyaml", "clusters: [\n");
   CHECK_THROWS_WITH(KubeConfig::from_kubeconfig(dir / "badyaml"), Catch::StartsWith("failed to parse '"));
 }

@@ -139,7 +139,8 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
     if (!connection) {
       throw transport_error(connection.error(), doing);
     }
-    std::string request = (body != nullptr ? "POST " : "GET ") + target + " HTTP/1.1\r\nHost: " +
+    std::string request = (body != nullptr ? "POST " : "GET ") + m_config.path_prefix + target +
+                          " HTTP/1.1\r\nHost: " +
                           m_config.server() + "\r\nUser-Agent: hoist/" + hoist_version() +
                           "\r\nAccept: application/json\r\nConnection: close\r\n";
     if (body != nullptr) {

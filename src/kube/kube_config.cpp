@@ -53,22 +53,33 @@ std::uint16_t parse_port(std::string_view text, const std::string& what) {
   return static_cast<std::uint16_t>(value);
 }
 
-// The named entry of a kubeconfig list (clusters, users, contexts).
-const nlohmann::json& find_named(const nlohmann::json& config, const std::string& list, const std::string& name,
-                                 const char* field, const std::string& source) {
-  if (const auto it = config.find(list); it != config.end() && it->is_array()) {
-    for (const auto& entry : *it) {
-      if (entry.is_object() && entry.value("name", nlohmann::json()) == name) {
-        const auto inner = entry.find(field);
-        if (inner != entry.end() && inner->is_object()) {
-          return *inner;
+// One file of a kubeconfig: its content, and the directory its relative paths are relative to.
+struct KubeconfigFile {
+  nlohmann::json config;
+  std::filesystem::path base;
+};
+
+// A named entry of a kubeconfig list (clusters, users, contexts) and the directory of the file it came from.
+struct NamedEntry {
+  const nlohmann::json& value;
+  const std::filesystem::path& base;
+};
+
+// The named entry, from the first file that has it: kubectl's merge of a KUBECONFIG list.
+NamedEntry find_named(const std::vector<KubeconfigFile>& files, const std::string& list, const std::string& name,
+                      const char* field, const std::string& source) {
+  static const nlohmann::json k_empty = nlohmann::json::object();
+  for (const KubeconfigFile& file : files) {
+    if (const auto it = file.config.find(list); it != file.config.end() && it->is_array()) {
+      for (const auto& entry : *it) {
+        if (entry.is_object() && entry.value("name", nlohmann::json()) == name) {
+          const auto inner = entry.find(field);
+          return {inner != entry.end() && inner->is_object() ? *inner : k_empty, file.base};
         }
-        static const nlohmann::json k_empty = nlohmann::json::object();
-        return k_empty;
       }
     }
   }
-  throw UsageError(source + ": no entry '" + name + "' in " + list);
+  throw UsageError(source + ": no entry '" + escaped(name) + "' in " + list);
 }
 
 std::string string_field(const nlohmann::json& object, const char* key, const std::string& source) {
@@ -175,7 +186,8 @@ std::string without_userinfo(const std::string& url) {
 
 }  // namespace
 
-void parse_server_url(const std::string& raw_url, const std::string& what, std::string& host, std::uint16_t& port) {
+void parse_server_url(const std::string& raw_url, const std::string& what, std::string& host, std::uint16_t& port,
+                      std::string* path_prefix) {
   // Every message below shows the URL without credentials: they must never reach a log.
   const std::string url = without_userinfo(raw_url);
   if (url != raw_url) {
@@ -187,9 +199,27 @@ void parse_server_url(const std::string& raw_url, const std::string& what, std::
     throw UsageError(what + ": the server URL '" + url + "' is not https://: hoist only talks TLS to the API server");
   }
   std::string rest = url.substr(scheme.size());
+  if (path_prefix != nullptr) {
+    path_prefix->clear();
+  }
   if (const auto slash = rest.find('/'); slash != std::string::npos) {
-    if (rest.substr(slash) != "/") {
-      throw UsageError(what + ": a path in the server URL '" + url + "' is not supported");
+    std::string path = rest.substr(slash);
+    while (!path.empty() && path.back() == '/') {
+      path.pop_back();
+    }
+    if (!path.empty()) {
+      if (path_prefix == nullptr) {
+        throw UsageError(what + ": a path in the server URL '" + url + "' is not supported");
+      }
+      // The prefix goes into the request line as it is: no query, fragment, space or percent sign that would
+      // change what the proxy in front of the API server (Rancher's /k8s/clusters/<id>) is asked for.
+      if (path.find_first_of("?# %\\\"") != std::string::npos || path.find("//") != std::string::npos ||
+          path.find("/../") != std::string::npos || path.ends_with("/..") || path.find("/./") != std::string::npos ||
+          path.ends_with("/.")) {
+        throw UsageError(what + ": the path of the server URL '" + escaped(url) +
+                         "' must be plain segments, as /k8s/clusters/<id>");
+      }
+      *path_prefix = path;
     }
     rest.erase(slash);
   }
@@ -239,30 +269,50 @@ KubeConfig KubeConfig::in_cluster(const SucContext& suc) {
   return config;
 }
 
-KubeConfig KubeConfig::from_kubeconfig(const std::filesystem::path& file) {
-  const std::string source = "kubeconfig '" + file.string() + "'";
-  const auto text = read_input_file(file);
-  auto parsed = parse_yaml(text, file.string());
-  if (!parsed) {
-    throw UsageError(parsed.error().message);
+KubeConfig KubeConfig::from_kubeconfig(const std::filesystem::path& file, const std::string& context) {
+  return from_kubeconfigs({file}, context);
+}
+
+KubeConfig KubeConfig::from_kubeconfigs(const std::vector<std::filesystem::path>& paths, const std::string& context) {
+  std::string names;
+  for (const auto& path : paths) {
+    names += (names.empty() ? "" : ":") + path.string();
   }
-  const nlohmann::json config = std::move(*parsed);
-  if (!config.is_object()) {
-    throw UsageError(source + ": not a kubeconfig");
+  const std::string source = "kubeconfig '" + names + "'";
+  std::vector<KubeconfigFile> files;
+  std::string context_name = context;
+  for (const auto& path : paths) {
+    const auto text = read_input_file(path);
+    auto parsed = parse_yaml(text, path.string());
+    if (!parsed) {
+      throw UsageError(parsed.error().message);
+    }
+    if (!parsed->is_object()) {
+      throw UsageError("kubeconfig '" + path.string() + "': not a kubeconfig");
+    }
+    // The first file that names a current context names it, as kubectl merges.
+    if (context_name.empty()) {
+      context_name = string_field(*parsed, "current-context", "kubeconfig '" + path.string() + "'");
+    }
+    files.push_back({std::move(*parsed), path.parent_path()});
   }
-  const std::string context_name = string_field(config, "current-context", source);
   if (context_name.empty()) {
-    throw UsageError(source + ": no current-context");
+    throw UsageError(source + ": no current-context (give --context)");
   }
-  const auto& context = find_named(config, "contexts", context_name, "context", source);
-  const auto& cluster = find_named(config, "clusters", string_field(context, "cluster", source), "cluster", source);
-  const std::string user_name = string_field(context, "user", source);
-  const auto& user =
-      user_name.empty() ? nlohmann::json::object() : find_named(config, "users", user_name, "user", source);
-  const std::filesystem::path base = file.parent_path();
+  const NamedEntry context_entry = find_named(files, "contexts", context_name, "context", source);
+  const nlohmann::json& context_object = context_entry.value;
+  const NamedEntry cluster_entry =
+      find_named(files, "clusters", string_field(context_object, "cluster", source), "cluster", source);
+  const nlohmann::json& cluster = cluster_entry.value;
+  const std::string user_name = string_field(context_object, "user", source);
+  static const nlohmann::json k_no_user = nlohmann::json::object();
+  static const std::filesystem::path k_no_base;
+  const NamedEntry user_entry =
+      user_name.empty() ? NamedEntry{k_no_user, k_no_base} : find_named(files, "users", user_name, "user", source);
+  const nlohmann::json& user = user_entry.value;
 
   KubeConfig result;
-  parse_server_url(string_field(cluster, "server", source), source, result.host, result.port);
+  parse_server_url(string_field(cluster, "server", source), source, result.host, result.port, &result.path_prefix);
   // kubectl reads YAML 1.1: `yes`, `on` and `Y` are true as much as `true` is.
   if (const auto insecure = string_field(cluster, "insecure-skip-tls-verify", source);
       !insecure.empty() && !yaml_false(insecure)) {
@@ -275,21 +325,21 @@ KubeConfig KubeConfig::from_kubeconfig(const std::filesystem::path& file) {
       !string_field(cluster, "proxy-url", source).empty()) {
     throw UsageError(source + ": tls-server-name and proxy-url are not supported");
   }
-  result.tls.ca_pem = pem_field(cluster, "certificate-authority", base, source);
+  result.tls.ca_pem = pem_field(cluster, "certificate-authority", cluster_entry.base, source);
   result.tls_source = source;
   if (user.contains("exec") || user.contains("auth-provider")) {
     throw UsageError(source + ": user '" + user_name +
                      "' uses an exec or auth-provider plugin, which hoist does not run; "
                      "use a token, tokenFile or client certificate");
   }
-  result.tls.client_cert_pem = pem_field(user, "client-certificate", base, source);
-  result.tls.client_key_pem = pem_field(user, "client-key", base, source);
+  result.tls.client_cert_pem = pem_field(user, "client-certificate", user_entry.base, source);
+  result.tls.client_key_pem = pem_field(user, "client-key", user_entry.base, source);
   if (const std::string token = string_field(user, "token", source); !token.empty()) {
     result.token = BearerToken::fixed(token);
   } else if (const std::string token_file = string_field(user, "tokenFile", source); !token_file.empty()) {
-    result.token = BearerToken::from_file(relative_to(base, token_file));
+    result.token = BearerToken::from_file(relative_to(user_entry.base, token_file));
   }
-  result.default_namespace = string_field(context, "namespace", source);
+  result.default_namespace = string_field(context_object, "namespace", source);
   if (result.default_namespace.empty()) {
     result.default_namespace = "default";
   }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "hoist/kube/tls_context.hpp"
 
@@ -51,6 +52,9 @@ struct KubeConfig {
   std::string tls_source;              ///< where the CA came from, for messages
   std::shared_ptr<BearerToken> token;  ///< null when a client certificate authenticates
   std::string default_namespace;       ///< the service account's, or the kubeconfig context's
+  /// The path of the server URL ("" or "/k8s/clusters/c-abc", no trailing '/'): a proxy in front of the API
+  /// server (Rancher's) serves it under that prefix, which goes before every API path.
+  std::string path_prefix;
 
   /// "host:port" with an IPv6 host in brackets.
   [[nodiscard]] std::string server() const;
@@ -67,11 +71,20 @@ struct KubeConfig {
   /// `insecure-skip-tls-verify`, exec and auth-provider plugins are refused with
   /// hoist::UsageError: hoist never talks to an unverified server and runs no
   /// helper programs.
-  static KubeConfig from_kubeconfig(const std::filesystem::path& file);
+  /// `context` names another context than the current one (kubectl's --context).
+  static KubeConfig from_kubeconfig(const std::filesystem::path& file, const std::string& context = "");
+
+  /// Several kubeconfig files merged as kubectl merges a KUBECONFIG list: the first file that sets
+  /// current-context sets it; a cluster, user or context is taken from the first file that names it, and its
+  /// relative paths are relative to that file's directory. Every file must exist (the caller drops the missing
+  /// ones of a KUBECONFIG list, as kubectl does).
+  static KubeConfig from_kubeconfigs(const std::vector<std::filesystem::path>& files, const std::string& context = "");
 };
 
-/// Splits an API server URL, "https://host[:port][/]" with an IPv6 host in brackets.
-/// Throws hoist::UsageError naming `what` for anything else.
-void parse_server_url(const std::string& url, const std::string& what, std::string& host, std::uint16_t& port);
+/// Splits an API server URL, "https://host[:port][/path]" with an IPv6 host in brackets. The path, without a
+/// trailing '/', goes to `path_prefix`; without one, a path is refused. Throws hoist::UsageError naming `what`
+/// for anything else.
+void parse_server_url(const std::string& url, const std::string& what, std::string& host, std::uint16_t& port,
+                      std::string* path_prefix = nullptr);
 
 }  // namespace hoist
