@@ -1,8 +1,12 @@
 """The binary itself: fully static, its CLI, its exit codes, `version` and `status`."""
 
+import datetime
 import json
 import os
+import platform
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -18,17 +22,38 @@ def test_the_binary_is_fully_static():
     assert "statically linked" in file
 
 
-def test_version_names_hoist_and_every_linked_library():
+# Every library the static binary links (the -l of its link line, and the C and C++ runtimes), and the
+# header-only ones compiled in. zlib, liblzma, bzip2, liblz4 and libzstd are named in libarchive's line.
+LINKED = ["glibc", "libstdc++", "libarchive", "openssl", "libmount", "libblkid", "libyaml", "libacl", "libcap",
+          "libsystemd (sd-bus)", "sdbus-c++", "CLI11", "spdlog", "fmt", "nlohmann-json"]
+
+
+def test_version_names_hoist_its_build_and_every_linked_library():
     out = run_hoist("version", check=0).stdout
-    assert out.startswith("hoist 0.")
-    for library in ["libarchive", "openssl", "libmount", "libsystemd (sd-bus)", "sdbus-c++", "CLI11", "spdlog",
-                    "fmt", "nlohmann-json"]:
-        assert f"  {library} " in out, library
+    first = out.splitlines()[0]
+    match = re.fullmatch(r"hoist (0\.\d+\.\d+) \(commit ([0-9a-f]{12}(?:-dirty)?|unknown), built "
+                         r"(\d{4}-\d\d-\d\d), (\S+)\)", first)
+    assert match, first
+    assert [line.split("  ")[1] for line in out.splitlines()[1:]] == LINKED
     data = json.loads(run_hoist("version", "--json", check=0).stdout)
-    assert data["libraries"]["libarchive"].startswith("3.")
-    assert data["libraries"]["openssl"].startswith("3.")
-    assert data["libraries"]["libmount"].startswith("2.38")
-    assert "unknown" not in data["libraries"].values()
+    assert (data["hoist"], data["commit"], data["build_date"], data["architecture"]) == match.groups()
+    assert data["architecture"] == platform.machine()
+    assert data["build_date"] <= datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    assert sorted(data["libraries"]) == sorted(LINKED)
+    libraries = data["libraries"]
+    assert libraries["libarchive"].startswith("3.")
+    for inside in ("zlib/", "liblzma/", "bz2lib/", "liblz4/", "libzstd/"):
+        assert inside in libraries["libarchive"]
+    assert libraries["openssl"].startswith("3.")
+    assert libraries["libmount"].startswith("2.38") and libraries["libblkid"] == libraries["libmount"]
+    assert re.fullmatch(r"2\.\d+", libraries["glibc"])
+    assert re.fullmatch(r"0\.\d+\.\d+", libraries["libyaml"])
+    assert "unknown" not in libraries.values() and "" not in libraries.values()
+    # The commit is one of the repository's, when the tests run from a checkout.
+    source = os.environ.get("HOIST_SOURCE_DIR", "")
+    if data["commit"] != "unknown" and source and (Path(source) / ".git").exists():
+        commit = data["commit"].removesuffix("-dirty")
+        assert subprocess.run(["git", "-C", source, "cat-file", "-e", commit + "^{commit}"]).returncode == 0
 
 
 def test_dash_dash_version_and_dash_v_answer_as_other_tools_do():

@@ -21,14 +21,20 @@ class VersionCommand final : public Command {
 
   ExitCode run(Context& /*context*/) override {
     const auto libraries = linked_library_versions();
+    const BuildInfo build = build_info();
     if (m_json) {
-      nlohmann::json out{{"hoist", hoist_version()}, {"libraries", nlohmann::json::object()}};
+      nlohmann::json out{{"hoist", hoist_version()},
+                         {"commit", build.commit},
+                         {"build_date", build.date},
+                         {"architecture", build.architecture},
+                         {"libraries", nlohmann::json::object()}};
       for (const auto& library : libraries) {
         out["libraries"][library.name] = library.version;
       }
       std::printf("%s\n", out.dump(2).c_str());
     } else {
-      std::printf("hoist %s\n", hoist_version().c_str());
+      std::printf("hoist %s (commit %s, built %s, %s)\n", hoist_version().c_str(), build.commit.c_str(),
+                  build.date.c_str(), build.architecture.c_str());
       for (const auto& library : libraries) {
         std::printf("  %-20s %s\n", library.name.c_str(), library.version.c_str());
       }

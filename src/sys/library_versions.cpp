@@ -1,10 +1,13 @@
 #include "hoist/sys/library_versions.hpp"
 
 #include <archive.h>
+#include <blkid.h>
 #include <fmt/format.h>
+#include <gnu/libc-version.h>
 #include <libmount.h>
 #include <openssl/crypto.h>
 #include <spdlog/version.h>
+#include <yaml.h>
 
 #include <CLI/Version.hpp>
 #include <nlohmann/json.hpp>
@@ -18,10 +21,34 @@
 #ifndef HOIST_SDBUSCPP_VERSION
 #define HOIST_SDBUSCPP_VERSION "unknown"
 #endif
+#ifndef HOIST_LIBACL_VERSION
+#define HOIST_LIBACL_VERSION "unknown"
+#endif
+#ifndef HOIST_LIBCAP_VERSION
+#define HOIST_LIBCAP_VERSION "unknown"
+#endif
+
+// HOIST_GIT_COMMIT and HOIST_BUILD_DATE, written at every build (cmake/build_info.cmake).
+#include <hoist_build_info.h>  // generated in the build tree, hence not a room's header
 
 namespace hoist {
 
 std::string hoist_version() { return HOIST_VERSION; }
+
+BuildInfo build_info() {
+#if defined(__x86_64__)
+  const char* architecture = "x86_64";
+#elif defined(__aarch64__)
+  const char* architecture = "aarch64";
+#elif defined(__arm__)
+  const char* architecture = "arm";
+#elif defined(__riscv) && __riscv_xlen == 64
+  const char* architecture = "riscv64";
+#else
+  const char* architecture = "unknown";
+#endif
+  return {HOIST_GIT_COMMIT, HOIST_BUILD_DATE, architecture};
+}
 
 std::vector<LibraryVersion> linked_library_versions() {
   const char* mount_version = nullptr;
@@ -35,10 +62,18 @@ std::vector<LibraryVersion> linked_library_versions() {
   if (openssl.starts_with("OpenSSL ")) {
     openssl.erase(0, 8);
   }
+  const char* blkid_version = nullptr;
+  blkid_get_library_version(&blkid_version, nullptr);
   return {
+      {"glibc", gnu_get_libc_version()},
+      {"libstdc++", fmt::format("GCC {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},
       {"libarchive", archive},
       {"openssl", openssl},
       {"libmount", mount_version != nullptr ? mount_version : "unknown"},
+      {"libblkid", blkid_version != nullptr ? blkid_version : "unknown"},
+      {"libyaml", yaml_get_version_string()},
+      {"libacl", HOIST_LIBACL_VERSION},
+      {"libcap", HOIST_LIBCAP_VERSION},
       {"libsystemd (sd-bus)", HOIST_LIBSYSTEMD_VERSION},
       {"sdbus-c++", HOIST_SDBUSCPP_VERSION},
       {"CLI11", CLI11_VERSION},
