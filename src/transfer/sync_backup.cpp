@@ -5,12 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/metadata.hpp"
+#include "hoist/transfer/sync_journal.hpp"
 #include "hoist/transfer/transfer.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
@@ -67,10 +68,10 @@ SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
   }
 }
 
-void SyncJournal::write_record(const std::string& record) {
+void SyncJournal::write_record(const SyncRecord& record) {
   // One write per record (O_APPEND): a kill leaves whole records, and the last one at worst cut short.
-  checked(write_all(m_journal.get(), std::string_view(record.c_str(), record.size() + 1),
-                    m_display + "/" + k_journal_name));
+  const std::string text = encode_sync_record(record);
+  checked(write_all(m_journal.get(), std::string_view(text.c_str(), text.size() + 1), m_display + "/" + k_journal_name));
 }
 
 int SyncJournal::container(std::string_view relpath) {
@@ -96,9 +97,7 @@ void SyncJournal::before_change(std::string_view relpath, int dest_dir) {
   // The old owner, mode and xattrs live on an empty directory at the same path in the backup.
   checked(apply_metadata(NodeRef{-1, nullptr, container(relpath)}, NodeMeta::from_stat(st), xattrs,
                          ExistingXattrs::reconcile, display));
-  char times[64];
-  std::snprintf(times, sizeof times, "D %lld %ld ", static_cast<long long>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec);
-  write_record(times + std::string(relpath));
+  write_record(SyncRecord{SyncRecord::Kind::directory, std::string(relpath), st.st_mtim});
 }
 
 bool SyncJournal::changed(std::string_view relpath) {
@@ -108,12 +107,12 @@ bool SyncJournal::changed(std::string_view relpath) {
 
 void SyncJournal::added(std::string_view relpath) {
   std::lock_guard lock(m_mutex);
-  write_record("A " + std::string(relpath));
+  write_record(SyncRecord{SyncRecord::Kind::added, std::string(relpath), {}});
 }
 
 void SyncJournal::keep_by_link(int dest_dir, const std::string& name, std::string_view relpath) {
   std::lock_guard lock(m_mutex);
-  write_record("K " + std::string(relpath));
+  write_record(SyncRecord{SyncRecord::Kind::kept, std::string(relpath), {}});
   const auto [parent, kept_name_view] = split_parent(relpath);
   const std::string kept_name(kept_name_view);
   if (::linkat(dest_dir, name.c_str(), container(parent), kept_name.c_str(), 0) != 0) {
@@ -123,7 +122,7 @@ void SyncJournal::keep_by_link(int dest_dir, const std::string& name, std::strin
 
 void SyncJournal::keep_by_rename(int dest_dir, const std::string& name, std::string_view relpath) {
   std::lock_guard lock(m_mutex);
-  write_record("K " + std::string(relpath));
+  write_record(SyncRecord{SyncRecord::Kind::kept, std::string(relpath), {}});
   const auto [parent, kept_name_view] = split_parent(relpath);
   const std::string kept_name(kept_name_view);
   if (::renameat(dest_dir, name.c_str(), container(parent), kept_name.c_str()) != 0) {
@@ -145,16 +144,7 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
     return;  // the sync was killed before it began: it changed nothing
   }
   const std::string journal = std::move(read).value();
-  std::vector<std::string_view> records;
-  for (size_t start = 0; start < journal.size();) {
-    const size_t end = journal.find('\0', start);
-    // A record without its NUL was cut by a kill before its change was made.
-    if (end == std::string::npos) {
-      break;
-    }
-    records.emplace_back(journal.data() + start, end - start);
-    start = end + 1;
-  }
+  const std::vector<std::string_view> records = split_sync_journal(journal);
   const Fd tree_root = checked(
       open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name));
   const Fd dest = checked(reopen_directory(dest_dir, dest_display));
@@ -164,19 +154,13 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
     return relpath.empty() ? dest_display : dest_display + "/" + std::string(relpath);
   };
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    const std::string_view record = *it;
-    if (record.size() < 2 || record[1] != ' ') {
-      throw Failure("failed to restore from " + in_quotes(journal_display) + ": a record is malformed");
+    const std::optional<SyncRecord> record = decode_sync_record(*it);
+    if (!record) {
+      throw Failure("failed to restore from " + in_quotes(journal_display) + ": record " +
+                    std::to_string(records.rend() - it) + " is malformed");
     }
-    if (record[0] == 'D') {
-      long long seconds = 0;
-      long nanoseconds = 0;
-      int consumed = 0;
-      const std::string head(record.substr(0, std::min<size_t>(record.size(), 64)));
-      if (std::sscanf(head.c_str(), "D %lld %ld %n", &seconds, &nanoseconds, &consumed) != 2 || consumed == 0) {
-        throw Failure("failed to restore from " + in_quotes(journal_display) + ": a record is malformed");
-      }
-      const std::string_view relpath = record.substr(static_cast<size_t>(consumed));
+    const std::string_view relpath = record->relpath;
+    if (record->kind == SyncRecord::Kind::directory) {
       const int dir = checked(dests.open_if_present(relpath));
       const int old = checked(kept.open_if_present(relpath));
       if (dir < 0 || old < 0) {
@@ -193,21 +177,20 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
         throw Failure(system_message("stat the kept directory " + in_quotes(relpath), errno));
       }
       NodeMeta meta = NodeMeta::from_stat(st);
-      meta.mtime = {static_cast<time_t>(seconds), nanoseconds};
+      meta.mtime = record->mtime;
       checked(apply_metadata(NodeRef{-1, nullptr, dir}, meta, checked(read_xattrs(NodeRef{-1, nullptr, old}, relpath)),
                              ExistingXattrs::reconcile, dest_path(relpath)));
       continue;
     }
-    const std::string_view relpath = record.substr(2);
     const auto [parent, name_view] = split_parent(relpath);
     const std::string name(name_view);
     const int dir = checked(dests.open_if_present(parent));
     if (dir < 0) {
       continue;
     }
-    if (record[0] == 'A') {
+    if (record->kind == SyncRecord::Kind::added) {
       checked(remove_tree(dir, name.c_str(), dest_path(relpath)));
-    } else if (record[0] == 'K') {
+    } else {
       const int old_dir = checked(kept.open_if_present(parent));
       struct stat old {};
       if (old_dir < 0 || ::fstatat(old_dir, name.c_str(), &old, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -223,8 +206,6 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
       if (::renameat(old_dir, name.c_str(), dir, name.c_str()) != 0) {
         throw Failure(system_message("put back " + in_quotes(dest_path(relpath)), errno));
       }
-    } else {
-      throw Failure("failed to restore from " + in_quotes(journal_display) + ": a record is malformed");
     }
   }
 }

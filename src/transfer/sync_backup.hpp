@@ -7,10 +7,8 @@
 //   tree/     the replaced and deleted entries, at their relative paths, and
 //             for each directory whose entries or metadata change an empty
 //             directory with its old owner, mode and xattrs;
-//   journal   one NUL-terminated record per change, written before the change:
-//               "A <path>"                  <path> did not exist (restore removes it)
-//               "K <path>"                  the old <path> is kept at tree/<path>
-//               "D <sec> <nsec> <path>"     directory <path> had this mtime
+//   journal   one record per change, written before the change
+//             (hoist/transfer/sync_journal.hpp: added, kept at tree/<path>, directory mtime).
 // Restoring replays the journal backwards, so each directory gets its old
 // mtime back after everything inside it is back.
 
@@ -21,6 +19,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "hoist/transfer/sync_journal.hpp"
 #include "hoist/util/fd.hpp"
 
 namespace hoist::transfer {
@@ -61,7 +60,7 @@ class SyncJournal {
   [[nodiscard]] ino_t ino() const noexcept { return m_ino; }
 
  private:
-  void write_record(const std::string& record);
+  void write_record(const SyncRecord& record);
   /// tree/<relpath>, made where missing; the last one stays open for the next call. Call with m_mutex held.
   int container(std::string_view relpath);
 
