@@ -3,7 +3,8 @@
 // refused, and one that decodes encodes to a record that decodes to the same
 // change. As names: the input's bytes, cut at NUL and '/' into names (those a
 // directory cannot hold, "." and "..", dropped), make a path that every kind
-// of record must give back byte for byte, with any mtime.
+// of record must give back byte for byte, with any mtime; its letters and
+// digits, a tag of temporary names that the tag's record gives back.
 
 #include <cstddef>
 #include <cstdint>
@@ -65,6 +66,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(&seconds, data, sizeof seconds);
     mtime.tv_sec = static_cast<time_t>(seconds);
     mtime.tv_nsec = static_cast<long>(static_cast<std::uint64_t>(seconds) % 1'000'000'000U);
+  }
+  std::string tag;
+  for (const char c : input) {
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+      tag += c;
+    }
+  }
+  if (!tag.empty()) {
+    const hoist::SyncRecord record{hoist::SyncRecord::Kind::temporaries, tag, {}};
+    const std::optional<hoist::SyncRecord> back = hoist::decode_sync_record(hoist::encode_sync_record(record));
+    require(back && same(*back, record));
   }
   for (const auto kind : {hoist::SyncRecord::Kind::added, hoist::SyncRecord::Kind::kept,
                           hoist::SyncRecord::Kind::directory}) {

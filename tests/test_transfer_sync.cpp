@@ -167,20 +167,26 @@ TEST_CASE("a dry sync changes nothing and counts exactly what the real one does"
   CHECK(planned.bytes_written == 0);
 }
 
-TEST_CASE("a killed run's temporaries are removed; deletions come after every update", "[sync]") {
+TEST_CASE("host entries named like temporaries are synced like any other; deletions come after every update",
+          "[sync]") {
   ScopedTempDir tmp;
   make_versions(tmp / "v1", tmp / "v2");
   copy_tree(tmp / "v1", tmp / "dest");
   run("cd '" + (tmp / "dest").string() +
       "' && printf partial > .hoist-tmp.big.bin.abcdefabcdef && "
       "mkdir -p etc/.hoist-tmp.dir.123456123456/x && touch -r etc/conf.d etc");
+  copy_tree(tmp / "dest", tmp / "before");
   sync(tmp / "v2", tmp / "dest", tmp / "backup");
   CHECK(rsync_differences(tmp / "v2", tmp / "dest") == "");
   const std::string journal = hoist::test::read_text(tmp / "backup/journal");
+  CHECK(journal.find(std::string("K .hoist-tmp.big.bin.abcdefabcdef") + '\0') != std::string::npos);
+  CHECK(journal.find(std::string("K etc/.hoist-tmp.dir.123456123456") + '\0') != std::string::npos);
   const size_t first_deletion = journal.find(std::string("K with space") + '\0');
   REQUIRE(first_deletion != std::string::npos);
   CHECK(journal.find("A ", first_deletion) == std::string::npos);
   CHECK(journal.rfind("K etc/hello.conf") < first_deletion);
+  restore(tmp / "dest", tmp / "backup");
+  CHECK(rsync_differences(tmp / "before", tmp / "dest") == "");
 }
 
 TEST_CASE(

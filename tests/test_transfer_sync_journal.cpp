@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "hoist/sys/temporary_name.hpp"
 #include "hoist/transfer/sync_journal.hpp"
 
 using hoist::decode_sync_record;
@@ -67,4 +68,31 @@ TEST_CASE("a journal is split at each NUL; a last record cut short by a kill is 
   CHECK(records[1] == "K  b");
   CHECK(records[2] == "D 1 2 ");
   CHECK(split_sync_journal("").empty());
+}
+
+TEST_CASE("the tag of a sync's temporaries is a record of its own, letters and digits only", "[sync]") {
+  const SyncRecord tag = round_trip(SyncRecord{SyncRecord::Kind::temporaries, "ab12cd34ef56gh78", {}});
+  CHECK(tag.kind == SyncRecord::Kind::temporaries);
+  CHECK(tag.relpath == "ab12cd34ef56gh78");
+  CHECK(encode_sync_record(tag) == "T ab12cd34ef56gh78");
+  for (const std::string text : {"T ", "T a/b", "T a b", "T AB", "T a.b"}) {
+    CHECK_FALSE(decode_sync_record(text));
+  }
+}
+
+TEST_CASE("a temporary name carries its tag; a host name with the prefix alone is not one", "[sync]") {
+  const std::string tag = hoist::random_token(16);
+  CHECK(tag.size() == 16);
+  CHECK(tag != hoist::random_token(16));
+  const std::string temp = hoist::temporary_name("conf", tag);
+  CHECK(temp.rfind(".hoist-tmp." + tag + ".conf.", 0) == 0);
+  CHECK(temp.size() == std::string(".hoist-tmp.").size() + 16 + 1 + 4 + 1 + 12);
+  CHECK(hoist::is_temporary_name(temp, tag));
+  CHECK_FALSE(hoist::is_temporary_name(temp, hoist::random_token(16)));
+  CHECK_FALSE(hoist::is_temporary_name(".hoist-tmp.keep", tag));
+  CHECK_FALSE(hoist::is_temporary_name(".hoist-tmp." + tag + "x.conf.abc", tag));
+  CHECK_FALSE(hoist::is_temporary_name(temp, ""));
+  // A name of 255 bytes still makes a temporary name that fits NAME_MAX.
+  CHECK(hoist::temporary_name(std::string(255, 'n'), tag).size() <= 255);
+  CHECK(hoist::temporary_name("state.json").rfind(".hoist-tmp.state.json.", 0) == 0);
 }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <random>
 
 #include "hoist/util/fd.hpp"
 #include "hoist/util/file_io.hpp"
@@ -14,26 +13,12 @@
 
 namespace hoist {
 
-namespace {
-
-std::string random_suffix() {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
-  constexpr char k_alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string suffix(12, 'x');
-  for (char& c : suffix) {
-    c = k_alphabet[generator() % (sizeof k_alphabet - 1)];
-  }
-  return suffix;
-}
-
-}  // namespace
-
 Expected<void> write_file_atomic(int dirfd, const std::string& name, std::string_view data, mode_t mode,
                                  std::string_view display) {
   std::string temp;
   Fd fd;
   for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
-    temp = std::string(k_temp_prefix) + name + "." + random_suffix();
+    temp = temporary_name(name);
     fd.reset(::openat(dirfd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd && errno != EEXIST) {
       return sys_error("create a temporary file for " + in_quotes(display));

@@ -4,24 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <random>
 
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/util/text.hpp"
 
 namespace hoist {
-
-std::string temporary_name(std::string_view name) {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
-  constexpr std::string_view k_alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string result(k_temp_prefix);
-  result += name;
-  result += '.';
-  for (int i = 0; i < 12; ++i) {
-    result += k_alphabet[generator() % k_alphabet.size()];
-  }
-  return result;
-}
 
 Expected<void> replace_symlink(int dirfd, const std::string& name, const std::string& target,
                                std::string_view display) {

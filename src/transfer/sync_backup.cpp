@@ -11,6 +11,7 @@
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/metadata.hpp"
+#include "hoist/sys/temporary_name.hpp"
 #include "hoist/transfer/sync_journal.hpp"
 #include "hoist/transfer/transfer.hpp"
 #include "hoist/util/error.hpp"
@@ -51,7 +52,7 @@ Fd make_directories(int root, std::string_view relpath, const std::string& displ
 }  // namespace
 
 SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
-    : m_display(std::move(backup_display)), m_backup(checked(reopen_directory(backup_dir, m_display))) {
+    : m_display(std::move(backup_display)), m_tag(random_token(16)), m_backup(checked(reopen_directory(backup_dir, m_display))) {
   struct stat st {};
   if (::fstat(m_backup.get(), &st) != 0) {
     throw Failure(system_message("stat " + in_quotes(m_display), errno));
@@ -70,7 +71,10 @@ SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
 
 void SyncJournal::write_record(const SyncRecord& record) {
   // One write per record (O_APPEND): a kill leaves whole records, and the last one at worst cut short.
-  const std::string text = encode_sync_record(record);
+  // The tag goes first, before the first change: a sync that changes nothing leaves an empty journal.
+  std::string text = m_tag_recorded ? std::string() : encode_sync_record({SyncRecord::Kind::temporaries, m_tag, {}}) + '\0';
+  m_tag_recorded = true;
+  text += encode_sync_record(record);
   checked(write_all(m_journal.get(), std::string_view(text.c_str(), text.size() + 1), m_display + "/" + k_journal_name));
 }
 
@@ -145,6 +149,16 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
   }
   const std::string journal = std::move(read).value();
   const std::vector<std::string_view> records = split_sync_journal(journal);
+  // The tag of the sync's temporaries; a journal of an older hoist has none, and its temporaries only the prefix.
+  std::string tag;
+  if (!records.empty()) {
+    if (const auto first = decode_sync_record(records.front()); first && first->kind == SyncRecord::Kind::temporaries) {
+      tag = first->relpath;
+    }
+  }
+  const auto is_temporary = [&tag](std::string_view name) {
+    return tag.empty() ? name.starts_with(k_temp_prefix) : is_temporary_name(name, tag);
+  };
   const Fd tree_root = checked(
       open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name));
   const Fd dest = checked(reopen_directory(dest_dir, dest_display));
@@ -159,6 +173,9 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
       throw Failure("failed to restore from " + in_quotes(journal_display) + ": record " +
                     std::to_string(records.rend() - it) + " is malformed");
     }
+    if (record->kind == SyncRecord::Kind::temporaries) {
+      continue;
+    }
     const std::string_view relpath = record->relpath;
     if (record->kind == SyncRecord::Kind::directory) {
       const int dir = checked(dests.open_if_present(relpath));
@@ -168,7 +185,7 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
       }
       // Every temporary of the sync was made after its directory's D record: a killed sync's are found here.
       for (const DirEntry& entry : checked(read_directory(dir, dest_path(relpath)))) {
-        if (std::string_view(entry.name).starts_with(k_temp_prefix)) {
+        if (is_temporary(entry.name)) {
           checked(remove_tree(dir, entry.name.c_str(), dest_path(join_path(relpath, entry.name))));
         }
       }

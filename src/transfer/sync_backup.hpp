@@ -55,16 +55,23 @@ class SyncJournal {
   /// (a deletion, or a directory that an entry of another type replaces).
   void keep_by_rename(int dest_dir, const std::string& name, std::string_view relpath);
 
+  /// The tag of this sync's temporary names (temporary_name()), recorded first in the journal so that a
+  /// restore removes the sync's temporaries and no host file that merely looks like one.
+  [[nodiscard]] const std::string& tag() const noexcept { return m_tag; }
+
   /// The backup directory's identity, so that a walk of the destination can skip it.
   [[nodiscard]] dev_t dev() const noexcept { return m_dev; }
   [[nodiscard]] ino_t ino() const noexcept { return m_ino; }
 
  private:
+  /// Appends `record` (the tag's record first, once). Call with m_mutex held.
   void write_record(const SyncRecord& record);
   /// tree/<relpath>, made where missing; the last one stays open for the next call. Call with m_mutex held.
   int container(std::string_view relpath);
 
   std::string m_display;
+  std::string m_tag;
+  bool m_tag_recorded = false;
   Fd m_backup;
   Fd m_tree;
   Fd m_journal;

@@ -8,6 +8,9 @@ namespace hoist {
 namespace {
 
 bool valid_relpath(std::string_view relpath, SyncRecord::Kind kind) {
+  if (kind == SyncRecord::Kind::temporaries) {
+    return !relpath.empty() && relpath.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") == std::string_view::npos;
+  }
   if (relpath.empty()) {
     return kind == SyncRecord::Kind::directory;
   }
@@ -63,6 +66,7 @@ std::optional<SyncRecord> decode_sync_record(std::string_view text) {
   }
   SyncRecord record;
   switch (text[0]) {
+    case 'T': record.kind = SyncRecord::Kind::temporaries; break;
     case 'A': record.kind = SyncRecord::Kind::added; break;
     case 'K': record.kind = SyncRecord::Kind::kept; break;
     case 'D': record.kind = SyncRecord::Kind::directory; break;

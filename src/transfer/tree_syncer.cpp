@@ -12,13 +12,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/sys/temporary_name.hpp"
 #include "hoist/transfer/transfer.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
@@ -35,28 +35,6 @@ namespace hoist {
 namespace transfer {
 
 namespace {
-
-// Room in NAME_MAX (255) for k_temp_prefix, a dot and the random part.
-constexpr size_t k_temp_name_keep = 200;
-
-std::string random_suffix() {
-  thread_local std::mt19937_64 generator{std::random_device{}()};
-  constexpr char k_alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string suffix(12, 'x');
-  for (char& c : suffix) {
-    c = k_alphabet[generator() % (sizeof k_alphabet - 1)];
-  }
-  return suffix;
-}
-
-/// `.hoist-tmp.<name>.<random>`: a killed run's leftovers are recognised by the prefix.
-std::string temp_name(const std::string& name) {
-  return std::string(k_temp_prefix) + name.substr(0, k_temp_name_keep) + "." + random_suffix();
-}
-
-bool is_temporary(std::string_view name) {
-  return name.starts_with(k_temp_prefix);
-}
 
 /// The two directories at one relative path (non-owning).
 struct DirFds {
@@ -179,10 +157,6 @@ class TreeSyncer : PayloadWalk {
     std::unordered_set<std::string_view> names;
     names.reserve(entries.size());
     for (const DirEntry& entry : entries) {
-      if (is_temporary(entry.name)) {
-        throw UsageError("payload entry " + in_quotes(payload_display(join_path(fds.relpath, entry.name))) +
-                         " has the name of a hoist temporary file (" + std::string(k_temp_prefix) + "*)");
-      }
       names.insert(entry.name);
     }
     if (fds.dest >= 0 && !fds.fresh) {
@@ -214,18 +188,12 @@ class TreeSyncer : PayloadWalk {
     m_counters.poll();
   }
 
-  /// Removes a killed run's temporaries and lists what the payload does not have.
+  /// Lists what the payload does not have. A name with hoist's temporary prefix is the host's like any other
+  /// (a killed sync's temporaries are gone with its restore): only this sync's own are skipped.
   void find_extras(const DirFds& fds, const std::unordered_set<std::string_view>& names) {
     for (const DirEntry& entry : checked(read_directory(fds.dest, dest_display(fds.relpath)))) {
       const std::string relpath = join_path(fds.relpath, entry.name);
-      if (is_temporary(entry.name)) {
-        if (!m_dry) {
-          before_change(fds);
-          checked(remove_tree(fds.dest, entry.name.c_str(), dest_display(relpath)));
-        }
-        continue;
-      }
-      if (names.count(entry.name) > 0) {
+      if (names.count(entry.name) > 0 || (m_journal && is_temporary_name(entry.name, m_journal->tag()))) {
         continue;
       }
       struct stat st {};
@@ -270,7 +238,7 @@ class TreeSyncer : PayloadWalk {
       fresh = made = true;
       if (!m_dry) {
         before_change(fds);
-        const std::string temp = temp_name(name);
+        const std::string temp = temporary_name(name, m_journal->tag());
         if (::mkdirat(fds.dest, temp.c_str(), 0700) != 0) {
           throw Failure(system_message("create directory " + in_quotes(dest_display(relpath)), errno));
         }
@@ -301,7 +269,7 @@ class TreeSyncer : PayloadWalk {
       return outcome;
     }
     before_change(fds);
-    const std::string temp = temp_name(name);
+    const std::string temp = temporary_name(name, m_journal->tag());
     uint64_t reported = 0;
     const CopyProgress progress = [this, &reported](uint64_t done) {
       m_counters.add_done(done - reported);
@@ -406,7 +374,7 @@ class TreeSyncer : PayloadWalk {
         continue;
       }
       before_change(member_fds);
-      const std::string temp = temp_name(member.name);
+      const std::string temp = temporary_name(member.name, m_journal->tag());
       if (::linkat(lead_dir.get(), lead.name.c_str(), member_fds.dest, temp.c_str(), 0) != 0) {
         throw Failure(system_message(
             "link " + in_quotes(dest_display(lead_path)) + " to " + in_quotes(dest_display(relpath)), errno));

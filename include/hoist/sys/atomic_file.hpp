@@ -5,13 +5,10 @@
 #include <string>
 #include <string_view>
 
+#include "hoist/sys/temporary_name.hpp"
 #include "hoist/util/expected.hpp"
 
 namespace hoist {
-
-/// The prefix of every temporary name hoist creates beside a file it replaces,
-/// so that the next run can recognise and remove what a killed run left.
-inline constexpr std::string_view k_temp_prefix = ".hoist-tmp.";
 
 /// Replaces `name` in directory `dirfd` with `data`, atomically and durably:
 /// a temporary file in the same directory, written and fsynced, renamed over
@@ -21,7 +18,7 @@ inline constexpr std::string_view k_temp_prefix = ".hoist-tmp.";
 Expected<void> write_file_atomic(int dirfd, const std::string& name, std::string_view data, mode_t mode,
                                  std::string_view display);
 
-/// Removes the temporary files (k_temp_prefix) that killed runs left in `dirfd`.
+/// Removes the temporary files (k_temp_prefix) that killed runs left in `dirfd`, a directory only hoist writes.
 void remove_stale_temporaries(int dirfd);
 
 }  // namespace hoist

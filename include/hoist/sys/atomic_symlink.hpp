@@ -3,6 +3,7 @@
 #include <string>
 #include <string_view>
 
+#include "hoist/sys/temporary_name.hpp"
 #include "hoist/util/expected.hpp"
 
 namespace hoist {
@@ -22,9 +23,5 @@ Expected<std::string> read_symlink(int dirfd, const std::string& name, std::stri
 /// fsync(2) of a directory, so that the entries created, renamed or removed in
 /// it are on disk.
 Expected<void> fsync_directory(int dirfd, std::string_view display);
-
-/// A name for a temporary entry beside `name`: k_temp_prefix, `name` and a
-/// random suffix, so that the next run recognises it as a leftover.
-std::string temporary_name(std::string_view name);
 
 }  // namespace hoist

@@ -5,6 +5,8 @@
 // hoist, undoes a killed sync from it), so its format is a contract:
 //
 //   one record per change, each ended by a NUL byte:
+//     "T <tag>"                the sync's temporary names carry <tag> (the first record; a journal of an older
+//                              hoist has none)
 //     "A <path>"               <path> did not exist (restore removes it)
 //     "K <path>"               the old <path> is kept in the backup's tree/
 //     "D <sec> <nsec> <path>"  directory <path> had this mtime ("" is the destination itself)
@@ -22,10 +24,10 @@ namespace hoist {
 
 /// One change a sync recorded before making it.
 struct SyncRecord {
-  enum class Kind : char { added = 'A', kept = 'K', directory = 'D' };
+  enum class Kind : char { temporaries = 'T', added = 'A', kept = 'K', directory = 'D' };
   Kind kind = Kind::added;
   /// Relative to the destination: names joined by '/', none empty, "." or ".."; "" (the destination) only for
-  /// Kind::directory.
+  /// Kind::directory. Kind::temporaries: the tag (temporary_name()), lowercase letters and digits.
   std::string relpath;
   /// Kind::directory: the directory's mtime before the sync changed it.
   timespec mtime{};
