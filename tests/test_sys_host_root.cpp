@@ -153,3 +153,33 @@ TEST_CASE("a missing host root is an error that names it", "[host_root]") {
   REQUIRE_FALSE(root.has_value());
   CHECK(root.error().message == "failed to open host root '/nonexistent/hoist-root': No such file or directory");
 }
+
+TEST_CASE("a host path resolves to where the host's own symlinks lead, the missing rest as written", "[host_root]") {
+  HostFixture f;
+  fs::create_directories(f.host / "opt/a");
+  fs::create_directories(f.host / "srv");
+  fs::create_symlink("/opt/a", f.host / "srv/b");
+  fs::create_symlink("../../../..", f.host / "opt/app");
+  write_text(f.host / "opt/a/tool-v1", "v1\n");
+  fs::create_symlink("/opt/a/tool-v1", f.host / "opt/a/tool");
+  for (const Resolver resolver : {Resolver::automatic, Resolver::walk}) {
+    INFO("resolver " << static_cast<int>(resolver));
+    auto root = HostRoot::open(f.host.path(), resolver);
+    REQUIRE(root.has_value());
+    CHECK(root->resolve("/srv/b", Follow::yes).value() == "/opt/a");
+    CHECK(root->resolve("/srv/b/missing/deeper", Follow::yes).value() == "/opt/a/missing/deeper");
+    CHECK(root->resolve("//srv//b/", Follow::yes).value() == "/opt/a");
+    CHECK(root->resolve("/opt/app", Follow::yes).value() == "/");
+    CHECK(root->resolve("/var/run/hoist", Follow::yes).value() == "/run/hoist");
+    CHECK(root->resolve("/escape-dotdot", Follow::yes).value() == "/secret");
+    CHECK(root->resolve("/", Follow::yes).value() == "/");
+    CHECK(root->resolve("/nowhere/at/all", Follow::yes).value() == "/nowhere/at/all");
+    // Follow::no leaves the last component as it is: a link that hoist manages is not where a component lives.
+    CHECK(root->resolve("/srv/b/tool", Follow::no).value() == "/opt/a/tool");
+    CHECK(root->resolve("/srv/b/tool", Follow::yes).value() == "/opt/a/tool-v1");
+    CHECK(root->resolve("/opt/app", Follow::no).value() == "/opt/app");
+    // A file in the way of the rest: the path leads nowhere, and what exists is resolved.
+    CHECK(root->resolve("/etc/os-release/x", Follow::yes).value() == "/etc/os-release/x");
+    CHECK(root->resolve("/opt/../x", Follow::yes).error().errnum == EINVAL);
+  }
+}

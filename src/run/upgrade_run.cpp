@@ -297,36 +297,68 @@ bool is_inside(const std::string& path, const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+// The destination as the host resolves it. A file or sysext destination is a link that hoist itself points at
+// the installed version: its own target is not where the component lives, its parent directory's is.
+std::string resolved_destination(const HostRoot& root, const ComponentSpec& spec) {
+  const Follow follow = spec.kind == ComponentKind::file || spec.kind == ComponentKind::sysext ? Follow::no : Follow::yes;
+  auto resolved = root.resolve(normal_destination(spec.destination), follow);
+  if (!resolved) {
+    throw UsageError("cannot use the destination " + in_quotes(spec.destination) + " of component '" + spec.name +
+                     "': " + resolved.error().message);
+  }
+  if (*resolved == "/") {
+    throw UsageError("destination " + in_quotes(spec.destination) + " of component '" + spec.name +
+                     "' resolves to the host's root '/' through a host symlink");
+  }
+  return *resolved;
+}
+
+// How a destination is named in a refusal: as given, and where the host's symlinks take it when that differs.
+std::string shown(const UpgradeItem& item, const std::string& resolved) {
+  const std::string& given = item.spec.destination;
+  return normal_destination(given) == resolved ? "'" + given + "'" : "'" + given + "' (on the host: '" + resolved + "')";
+}
+
+}  // namespace
+
 // Components of one run must not share or nest destinations: a sync of /usr/local/bin
-// would delete the link that a file component put at /usr/local/bin/k3s.
-void check_distinct(const std::vector<UpgradeItem>& items) {
+// would delete the link that a file component put at /usr/local/bin/k3s. Compared as
+// the host resolves them: with /srv/b -> /opt/a, /srv/b/x is inside /opt/a.
+void check_distinct(const std::vector<UpgradeItem>& items, const HostRoot& root) {
   std::set<std::string> names;
   std::vector<std::pair<std::string, const UpgradeItem*>> destinations;
   for (const auto& item : items) {
     if (!names.insert(item.spec.name).second) {
       throw UsageError("component '" + item.spec.name + "' is given twice");
     }
-    const std::string normal = normal_destination(item.spec.destination);
+    const std::string resolved = resolved_destination(root, item.spec);
     for (const auto& [other, other_item] : destinations) {
-      if (other == normal) {
+      if (other == resolved) {
+        const std::string normal = normal_destination(item.spec.destination);
         throw UsageError("components '" + other_item->spec.name + "' and '" + item.spec.name +
-                         "' have the same destination '" + normal + "'");
+                         "' have the same destination " +
+                         (normal == normal_destination(other_item->spec.destination)
+                              ? shown(item, resolved)
+                              : shown(*other_item, other) + " and " + shown(item, resolved)));
       }
-      const bool inner_is_new = is_inside(normal, other);
-      if (inner_is_new || is_inside(other, normal)) {
+      const bool inner_is_new = is_inside(resolved, other);
+      if (inner_is_new || is_inside(other, resolved)) {
         const UpgradeItem& inner = inner_is_new ? item : *other_item;
         const UpgradeItem& outer = inner_is_new ? *other_item : item;
-        throw UsageError("components '" + inner.spec.name + "' and '" + outer.spec.name + "' overlap: '" +
-                         inner.spec.destination + "' is inside '" + outer.spec.destination + "'");
+        throw UsageError("components '" + inner.spec.name + "' and '" + outer.spec.name + "' overlap: " +
+                         shown(inner, inner_is_new ? resolved : other) + " is inside " +
+                         shown(outer, inner_is_new ? other : resolved));
       }
     }
-    destinations.emplace_back(normal, &item);
+    destinations.emplace_back(resolved, &item);
   }
 }
 
 ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options) {
-  check_distinct(items);
   const HostRoot& root = context.root();
+  check_distinct(items, root);
   const StateStore store(root, context.options.state_dir);
   const bool dry_run = options.dry_run == DryRun::yes;
   // SIGTERM/SIGINT stop the run at its safe points (host integration).

@@ -60,6 +60,16 @@ Expected<std::string> read_link_at(int dirfd, const std::string& name) {
   }
 }
 
+// The path of an open file in this process's mount namespace, as the kernel resolved it.
+Expected<std::string> proc_path(int fd, std::string_view display) {
+  auto path = read_link_at(AT_FDCWD, "/proc/self/fd/" + std::to_string(fd));
+  if (!path) {
+    return SysError{"failed to find where " + in_quotes(display) + " leads: " + path.error().message,
+                    path.error().errnum};
+  }
+  return path;
+}
+
 }  // namespace
 
 Expected<HostRoot> HostRoot::open(const std::filesystem::path& dir, Resolver resolver) {
@@ -282,6 +292,70 @@ Expected<Fd> HostRoot::make_directories(std::string_view host_path, mode_t mode)
     return sys_error("create directory " + in_quotes(display(host_path)));
   }
   return open(host_path, O_PATH | O_DIRECTORY);
+}
+
+Expected<std::string> HostRoot::resolve(std::string_view host_path, Follow follow) const {
+  if (host_path.find('\0') != std::string_view::npos) {
+    return nul_in_path(host_path);
+  }
+  // `..` after a symlink climbs from where the link leads, which a lexical rest cannot say: refused.
+  std::vector<std::string> parts;
+  for (std::string& part : split_components(host_path)) {
+    if (part == "..") {
+      return SysError{"failed to resolve " + in_quotes(display(host_path)) + ": it climbs with '..'", EINVAL};
+    }
+    if (part != ".") {
+      parts.push_back(std::move(part));
+    }
+  }
+  std::string last;
+  if (follow == Follow::no && !parts.empty()) {
+    last = parts.back();
+    parts.pop_back();
+  }
+  // The longest prefix that exists; the root always does.
+  size_t existing = parts.size();
+  std::string prefix;
+  Fd fd;
+  for (;; --existing) {
+    prefix = "/";
+    for (size_t i = 0; i < existing; ++i) {
+      prefix += (i == 0 ? "" : "/") + parts[i];
+    }
+    auto opened = open(prefix, O_PATH);
+    if (opened) {
+      fd = std::move(*opened);
+      break;
+    }
+    if ((opened.error().errnum != ENOENT && opened.error().errnum != ENOTDIR) || existing == 0) {
+      return opened.error();
+    }
+  }
+  auto root_path = proc_path(m_fd.get(), display("/"));
+  auto real = proc_path(fd.get(), display(prefix));
+  if (!root_path || !real) {
+    return root_path ? real.error() : root_path.error();
+  }
+  // Both are the kernel's own spelling of the same mount namespace, so a prefix of one is a prefix of the other.
+  std::string resolved;
+  if (*real == *root_path) {
+    resolved = "/";
+  } else if (*root_path == "/") {
+    resolved = *real;
+  } else if (real->starts_with(*root_path + "/")) {
+    resolved = real->substr(root_path->size());
+  } else {
+    return SysError{"failed to resolve " + in_quotes(display(host_path)) + ": it leads to " + in_quotes(*real) +
+                        ", outside " + in_quotes(*root_path),
+                    EXDEV};
+  }
+  for (size_t i = existing; i < parts.size(); ++i) {
+    resolved += (resolved.ends_with('/') ? "" : "/") + parts[i];
+  }
+  if (!last.empty()) {
+    resolved += (resolved.ends_with('/') ? "" : "/") + last;
+  }
+  return resolved;
 }
 
 }  // namespace hoist

@@ -30,8 +30,10 @@ struct UpgradeItem {
 /// Throws UsageError (exit 2), before anything else happens.
 UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources);
 
-/// Refuses a run whose components share a name or a destination (UsageError).
-void check_distinct(const std::vector<UpgradeItem>& items);
+/// Refuses a run whose components share a name, or whose destinations, as the
+/// host under `root` resolves them (HostRoot::resolve()), are the same, nest,
+/// or are the host's root itself (UsageError). Changes nothing.
+void check_distinct(const std::vector<UpgradeItem>& items, const HostRoot& root);
 
 /// What a run decided for each component, one line each ("app: 1.0.0 -> 2.0.0 (upgrade)"), as the log says it:
 /// the CLI puts it in the pod's termination message, which the cluster shows after the pod's logs are gone.

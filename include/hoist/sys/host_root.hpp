@@ -57,6 +57,15 @@ class HostRoot {
   /// empty, `.` or `..`.
   [[nodiscard]] Expected<std::pair<Fd, std::string>> open_parent(std::string_view host_path) const;
 
+  /// The host path that `host_path` names once the host has resolved its
+  /// symlinks: the longest part of it that exists, resolved inside the root,
+  /// then the rest as written ("/" when it is the root itself). With Follow::no
+  /// the last component is not followed (a link that hoist itself manages).
+  /// A path with a `..` component is refused (EINVAL).
+  /// Lets destinations be compared as the host sees them: `/srv/b/x` is inside
+  /// `/opt/a` when `/srv/b` is a link to `/opt/a`.
+  [[nodiscard]] Expected<std::string> resolve(std::string_view host_path, Follow follow) const;
+
   /// `mkdir -p` inside the root; returns the final directory opened O_DIRECTORY.
   [[nodiscard]] Expected<Fd> make_directories(std::string_view host_path, mode_t mode = 0755) const;
 
