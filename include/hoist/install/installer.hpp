@@ -28,7 +28,7 @@ struct InstallTarget {
 std::string partial_name(std::string_view entry);
 
 /// What an interrupted run leaves among versions: a staging (`.*.partial`) or
-/// a temporary file (sys/atomic_file.hpp's prefix).
+/// a temporary file (k_temp_prefix, sys/temporary_name.hpp).
 bool is_staging_leftover(std::string_view name);
 
 /// `dir/name` of host paths, whether or not `dir` ends with '/'.
