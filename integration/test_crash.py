@@ -3,6 +3,7 @@ injection kills the process when it enters the N-th call of a syscall), then
 check the invariant: `current` names a complete version, exactly v1's or v2's
 tree; and a re-run finishes the upgrade and leaves nothing behind."""
 
+import json
 import os
 import re
 import shutil
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOIST_BIN, record_output, run_recorded
+from conftest import HOIST_BIN, record_output, run_hoist, run_recorded
 from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
 
 STRACE = shutil.which("strace")
@@ -30,11 +31,11 @@ def hoist_argv(host_root, *args):
     return [HOIST_BIN, "upgrade", "--host-root", str(host_root), "--lock-timeout", "5", *map(str, args)]
 
 
-def syscall_sequence(host_root, args, tmp_path):
-    """The writing syscalls of one run, in order: [(name, occurrence)]."""
+def traced_calls(argv, names, tmp_path):
+    """The calls of `names` that one run of `argv` makes, in order: [(name, occurrence, strace's line)]."""
     log = tmp_path / "strace.log"
-    run_recorded([STRACE, "-f", "-qq", "-o", str(log), "-e", "trace=" + ",".join(WRITING),
-                    *hoist_argv(host_root, *args)], check=True, capture_output=True)
+    run_recorded([STRACE, "-f", "-qq", "-o", str(log), "-e", "trace=" + ",".join(names), *map(str, argv)],
+                 check=True, capture_output=True)
     counts = {}
     sequence = []
     for line in log.read_text().splitlines():
@@ -42,18 +43,28 @@ def syscall_sequence(host_root, args, tmp_path):
         if not match or "resumed>" in line:
             continue
         name = match.group(1)
-        if name not in WRITING:
+        if name not in names:
             continue  # strace shows the calls it has no name for (syscall_0x1d1: listxattrat) whatever it traces
         counts[name] = counts.get(name, 0) + 1
-        sequence.append((name, counts[name]))
+        sequence.append((name, counts[name], line))
     return sequence
+
+
+def syscall_sequence(host_root, args, tmp_path):
+    """The writing syscalls of one upgrade, in order: [(name, occurrence)]."""
+    return [(name, n) for name, n, _ in traced_calls(hoist_argv(host_root, *args), WRITING, tmp_path)]
+
+
+def kill_command(argv, name, occurrence):
+    """Runs `argv`, SIGKILLed when it enters the `occurrence`-th `name`."""
+    return run_recorded([STRACE, "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}",
+                         "-e", f"inject={name}:signal=KILL:when={occurrence}", *map(str, argv)],
+                        capture_output=True, text=True, timeout=60)
 
 
 def kill_at(host_root, args, name, occurrence):
     """Runs the upgrade, SIGKILLed when it enters the `occurrence`-th `name`."""
-    return run_recorded([STRACE, "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}",
-                           "-e", f"inject={name}:signal=KILL:when={occurrence}", *hoist_argv(host_root, *args)],
-                          capture_output=True, text=True, timeout=60)
+    return kill_command(hoist_argv(host_root, *args), name, occurrence)
 
 
 def spread(sequence, count):
@@ -209,3 +220,184 @@ def test_sigkill_during_a_sync_is_undone_or_finished_by_the_next_run(host_root, 
         rollback(host_root, "--component", "conf", check=0)
         assert read_tree(host_root / "etc/app") == read_tree(v1), where
         assert list((host_root / "etc/.app.hoist-sync").iterdir()) == [], where
+
+
+# The commit points: every rename an operation makes (a staging, a link, a sync journal name, a state save, a
+# removal's rename to trash), read from strace, a SIGKILL at each. After each kill, the three properties.
+RENAMES = ["rename", "renameat", "renameat2"]
+VERSIONS = ["0.0.0", "1.0.0", "2.0.0", "3.0.0"]
+
+
+class Kind:
+    """One kind's component: its arguments, its payloads, and what the host says is current."""
+
+    def __init__(self, kind, tmp_path):
+        self.kind = kind
+        self.component = {"tree": "app", "file": "tool", "sync": "conf"}[kind]
+        self.destination = {"tree": "/opt/app", "file": "/usr/local/bin/tool", "sync": "/etc/app"}[kind]
+        self.sources = {}
+        self.trees = {}
+        for i, version in enumerate(VERSIONS):
+            if kind == "file":
+                source = tmp_path / "payloads" / version / "tool"
+                source.parent.mkdir(parents=True)
+                source.write_bytes(f"tool {version}\n".encode() * (i + 1))
+            else:
+                source = make_tree(tmp_path / "payloads" / version,
+                                   {f"d{j % 2}/f{j}": f"{version} file {j}\n" for j in range(i, i + 3)}, i)
+                self.trees[version] = read_tree(source)
+            self.sources[version] = source
+
+    def args(self, version, *extra):
+        return ["--component", self.component, "--kind", self.kind, "--destination", self.destination, "--threads",
+                "1", "--source", self.sources[version], "--version", version, *extra]
+
+    def host_version(self, host_root):
+        """The version the host has by its own commit points; for sync, whose content it holds ("mixed": none)."""
+        dest = Path(host_root) / self.destination.lstrip("/")
+        if self.kind == "tree":
+            return os.readlink(dest / "current")
+        if self.kind == "file":
+            return Path(os.readlink(dest)).parent.name
+        tree = read_tree(dest)
+        return next((v for v, t in self.trees.items() if t == tree), "mixed")
+
+    def journal(self, host_root):
+        backups = Path(host_root) / "etc/.app.hoist-sync"
+        return sorted(p.name for p in backups.iterdir()) if backups.is_dir() else []
+
+    def leftovers(self, host_root):
+        """Names that only a killed run leaves: stagings, temporary links, trash."""
+        dirs = {"tree": ["opt/app"], "file": [f"var/lib/hoist/{self.component}", "usr/local/bin"],
+                "sync": ["etc", "etc/.app.hoist-sync"]}[self.kind]
+        return [f"{d}/{name}" for d in dirs for name in os.listdir(Path(host_root) / d)
+                if name.startswith(".") and name != ".app.hoist-sync"]
+
+
+def status_of(host_root, component):
+    result = run_hoist("status", "--host-root", host_root, "--component", component, "--json", check=0)
+    return json.loads(result.stdout)["components"][0]
+
+
+def one_back(kind, version):
+    return VERSIONS[VERSIONS.index(version) - 1]
+
+
+def check_after_kill(kind, host_root, where, before):
+    """`status` names the version the host's commit points name."""
+    status = status_of(host_root, kind.component)
+    host = kind.host_version(host_root)
+    if kind.kind == "sync" and any(name.startswith("pending.") for name in kind.journal(host_root)):
+        # A sync that the next run undoes: the version before it is the truth.
+        assert status["current"] == before, where
+    elif kind.kind == "sync" and any(name.startswith("restoring.") for name in kind.journal(host_root)):
+        # A rollback past its commit, which the next run finishes: its target is the truth.
+        assert status["current"] == "1.0.0", where
+    else:
+        assert status["current"] == host, f"{where}: status says {status['current']}, the host has {host}"
+    return status["current"]
+
+
+OPERATIONS = {
+    # name: (the command after 0.0.0, 1.0.0, 2.0.0 are installed, the version it ends on)
+    "upgrade": (lambda kind, root: hoist_argv(root, *kind.args("3.0.0")), "3.0.0"),
+    "keep": (lambda kind, root: hoist_argv(root, *kind.args("3.0.0", "--keep", "2")), "3.0.0"),
+    "rollback": (lambda kind, root: [HOIST_BIN, "rollback", "--host-root", root, "--lock-timeout", "5",
+                                     "--component", kind.component], "1.0.0"),
+}
+
+
+@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
+@pytest.mark.parametrize("operation", ["upgrade", "rollback", "keep"])
+def test_sigkill_at_each_commit_point_leaves_status_rollback_and_rerun_right(host_root, tmp_path, kind_name,
+                                                                           operation):
+    kind = Kind(kind_name, tmp_path)
+    for version in VERSIONS[:3]:
+        upgrade(host_root, *kind.args(version), check=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(host_root, pristine, symlinks=True)
+    command, final = OPERATIONS[operation]
+    points = traced_calls(command(kind, host_root), RENAMES, tmp_path)
+    assert len(points) >= 2, points
+    restore(host_root, pristine)
+    after_kill = tmp_path / "after-kill"
+    for name, occurrence, line in points:
+        restore(host_root, pristine)
+        killed = kill_command(command(kind, host_root), name, occurrence)
+        where = f"{kind_name} {operation} killed at {name} #{occurrence} ({line[:160]})"
+        assert killed.returncode == -signal.SIGKILL, f"{where}: rc={killed.returncode} {killed.stderr[-300:]}"
+        current = check_after_kill(kind, host_root, where, "2.0.0")
+        if after_kill.exists():
+            shutil.rmtree(after_kill)
+        shutil.copytree(host_root, after_kill, symlinks=True)
+
+        # A rollback goes exactly one version back: from what status said, or, for a rollback that was
+        # killed, it finishes that rollback (to 1.0.0, which is one back from where it began).
+        rolled = rollback(host_root, "--component", kind.component)
+        assert rolled.returncode == 0, f"{where}: {rolled}"
+        expected = "1.0.0" if operation == "rollback" else one_back(kind, current)
+        assert kind.host_version(host_root) == expected, f"{where}: after the rollback: {rolled.stderr[-400:]}"
+        assert status_of(host_root, kind.component)["current"] == expected, where
+        assert kind.leftovers(host_root) == [], where
+
+        # A re-run of the operation converges.
+        restore(host_root, after_kill)
+        rerun = run_recorded(list(map(str, command(kind, host_root))), capture_output=True, text=True, timeout=60)
+        assert rerun.returncode == 0, f"{where}: re-run: {rerun.stderr[-400:]}"
+        assert kind.host_version(host_root) == final, where
+        status = status_of(host_root, kind.component)
+        assert status["current"] == final, where
+        assert state_of(host_root, kind.component)["current"] == final, where
+        assert state_of(host_root, kind.component).get("rollback") is None, where
+
+
+def state_saves(points):
+    """The points of `traced_calls` that rename a new state.json into place."""
+    return [(name, n) for name, n, line in points if '"state.json"' in line]
+
+
+@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
+def test_a_rollback_after_an_upgrade_killed_before_its_state_save_goes_exactly_one_version_back(
+        host_root, tmp_path, kind_name):
+    # The switch to 3.0.0 is committed, the state still says 2.0.0: the rollback must go to 2.0.0 (it went to
+    # 1.0.0, skipping it; a sync applied 2.0.0's backup to 3.0.0's content and left a mix of the two).
+    kind = Kind(kind_name, tmp_path)
+    for version in VERSIONS[:3]:
+        upgrade(host_root, *kind.args(version), check=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(host_root, pristine, symlinks=True)
+    argv = hoist_argv(host_root, *kind.args("3.0.0"))
+    first_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[0]
+    restore(host_root, pristine)
+    assert kill_command(argv, *first_save).returncode == -signal.SIGKILL
+    assert kind.host_version(host_root) == "3.0.0"
+    rolled = rollback(host_root, "--component", kind.component, check=0)
+    assert "rolled back from 3.0.0 to 2.0.0" in rolled.stderr, rolled
+    if kind_name == "sync":
+        assert read_tree(host_root / "etc/app") == kind.trees["2.0.0"]
+    assert kind.host_version(host_root) == "2.0.0"
+    state = state_of(host_root, kind.component)
+    assert (state["current"], state["previous"]) == ("2.0.0", "" if kind_name == "sync" else "3.0.0")
+
+
+@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
+def test_a_rollback_killed_before_its_state_save_is_finished_by_the_next_rollback(host_root, tmp_path, kind_name):
+    # The backup was used (sync) or the link switched, the state not saved: the next rollback finishes it, exit 0
+    # (a sync's next rollbacks all exited 2, "the backup ... does not exist").
+    kind = Kind(kind_name, tmp_path)
+    for version in VERSIONS[:3]:
+        upgrade(host_root, *kind.args(version), check=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(host_root, pristine, symlinks=True)
+    argv = [HOIST_BIN, "rollback", "--host-root", host_root, "--lock-timeout", "5", "--component", kind.component]
+    last_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[-1]
+    restore(host_root, pristine)
+    assert kill_command(argv, *last_save).returncode == -signal.SIGKILL
+    assert kind.host_version(host_root) == "1.0.0"
+    assert status_of(host_root, kind.component)["current"] == "1.0.0"
+    finished = rollback(host_root, "--component", kind.component)
+    assert finished.returncode == 0, finished
+    assert kind.host_version(host_root) == "1.0.0"
+    state = state_of(host_root, kind.component)
+    assert (state["current"], state["previous"]) == ("1.0.0", "" if kind_name == "sync" else "2.0.0")
+    assert state["last_result"]["command"] == "rollback" and state["last_result"]["outcome"] == "succeeded"

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/model/state.hpp"
+#include "hoist/run/host_truth.hpp"
 #include "hoist/util/error.hpp"
 
 namespace hoist::cli {
@@ -58,6 +59,12 @@ class StatusCommand final : public Command {
           states.push_back(std::move(*state));
         }
       }
+    }
+    for (auto& state : states) {
+      // What a killed run switched to and did not record is what the host runs: status says that.
+      const InstallTarget target{state.component, parse_component_kind(state.kind), state.destination,
+                                 store.state_dir()};
+      agree_with_host(*make_installer(context.root(), target, Durability::syncfs), state);
     }
     if (m_json) {
       nlohmann::json out{{"host_root", context.root().path().string()},

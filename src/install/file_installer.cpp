@@ -73,6 +73,10 @@ class FileInstaller final : public LinkedVersionInstaller {
     return join_host_path(join_host_path(m_versions_path, version), m_link_name);
   }
 
+  [[nodiscard]] std::string version_in_link(const std::string& target) const override {
+    return name_between(target, join_host_path(m_versions_path, ""), "/" + m_link_name);
+  }
+
   [[nodiscard]] bool has_version(const HostDir& versions, const std::string& version) const override {
     const auto st = versions.stat(version + "/" + m_link_name);
     // The pre-hoist copy of a link that hoist replaced is a link itself.

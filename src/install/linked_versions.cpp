@@ -39,6 +39,29 @@ Integrity LinkedVersionInstaller::integrity(const std::string& version, const Pa
   return has_version(*versions, version) ? Integrity::intact : Integrity::damaged;
 }
 
+std::string LinkedVersionInstaller::host_current(const ComponentState& /*state*/) {
+  auto parent = HostDir::open(m_root, m_dest_parent);
+  auto versions = HostDir::open(m_root, m_versions_path);
+  if (!parent || !versions) {
+    return {};
+  }
+  auto link = read_symlink(parent->fd(), m_link_name, parent->display(m_link_name));
+  if (!link) {
+    return {};
+  }
+  const std::string version = version_in_link(*link);
+  return !version.empty() && has_version(*versions, version) ? version : std::string();
+}
+
+std::string LinkedVersionInstaller::name_between(const std::string& text, const std::string& prefix,
+                                                 const std::string& suffix) {
+  if (text.size() <= prefix.size() + suffix.size() || !text.starts_with(prefix) || !text.ends_with(suffix)) {
+    return {};
+  }
+  std::string name = text.substr(prefix.size(), text.size() - prefix.size() - suffix.size());
+  return name.find('/') == std::string::npos ? name : std::string();
+}
+
 bool LinkedVersionInstaller::clean_leftovers(ComponentState* /*state*/) {
   int removed = 0;
   if (auto versions = HostDir::open(m_root, m_versions_path)) {

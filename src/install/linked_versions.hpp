@@ -20,6 +20,7 @@ namespace hoist {
 class LinkedVersionInstaller : public Installer {
  public:
   Integrity integrity(const std::string& version, const Payload* payload) override;
+  std::string host_current(const ComponentState& state) override;
   bool clean_leftovers(ComponentState* state) override;
   TransferStats commit(const Payload& payload, const std::string& version, const std::string& installed,
                        const TransferOptions& options) override;
@@ -36,6 +37,8 @@ class LinkedVersionInstaller : public Installer {
   [[nodiscard]] virtual std::string entry_name(const std::string& version) const = 0;
   /// The host path that the destination's link holds for `version`.
   [[nodiscard]] virtual std::string link_target(const std::string& version) const = 0;
+  /// The version whose link_target() is `target`; "" when it is no such link.
+  [[nodiscard]] virtual std::string version_in_link(const std::string& target) const = 0;
   /// Whether `versions` holds `version` complete.
   [[nodiscard]] virtual bool has_version(const HostDir& versions, const std::string& version) const = 0;
   /// The link that undo_commit() puts back when the destination was not a
@@ -63,6 +66,9 @@ class LinkedVersionInstaller : public Installer {
   /// unchanged when their contents are equal (dry runs).
   static TransferStats preview_payload_file(const Payload& payload, const HostDir* versions,
                                             const std::string& installed);
+
+  /// The middle of `text` when it is `prefix`, a name without '/', then `suffix`; "" otherwise.
+  static std::string name_between(const std::string& text, const std::string& prefix, const std::string& suffix);
 
   /// Records a version that stage() wrote, for discard_staged().
   void staged(const std::string& version) { m_staged = version; }

@@ -15,12 +15,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "hoist/install/installer.hpp"
+#include "hoist/model/state_update.hpp"
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/util/error.hpp"
@@ -83,6 +85,31 @@ class SyncInstaller final : public Installer {
     return has_changes(sync_tree(*payload, dest->fd(), -1, dry)) ? Integrity::damaged : Integrity::intact;
   }
 
+  std::string host_current(const ComponentState& state) override {
+    auto backups = HostDir::open(m_root, m_backups_path);
+    if (!backups || state.current.empty()) {
+      return {};
+    }
+    const std::vector<std::string> names = backups->list().value();
+    if (state.rollback && state.rollback->from == state.current) {
+      // The rollback's commit is the rename of its backup to restoring.<from>: once that name exists, or the
+      // backup is gone (restored and removed), the host is on its way to, or at, the target.
+      const bool begun = std::find(names.begin(), names.end(), entry(k_restoring, state.current)) != names.end();
+      const bool backup_left = std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+        const auto undo = parse_undo(name);
+        return undo && undo->first == state.current;
+      });
+      return begun || !backup_left ? state.rollback->to : state.current;
+    }
+    for (const auto& name : names) {
+      // Renamed from pending.<v> only once the sync to <v> was complete and durable.
+      if (const auto undo = parse_undo(name); undo && undo->second == state.current && undo->first != state.current) {
+        return undo->first;
+      }
+    }
+    return state.current;
+  }
+
   bool clean_leftovers(ComponentState* state) override {
     auto backups = HostDir::open(m_root, m_backups_path);
     if (!backups) {
@@ -111,8 +138,11 @@ class SyncInstaller final : public Installer {
         spdlog::info("{}: finishing the interrupted rollback from {}", m_target.component, from);
         restore(*backups, name);
         if (state != nullptr && state->current == from) {
-          state->current = state->previous;
-          state->previous.clear();
+          if (!state->rollback || state->rollback->from != from) {
+            // Begun by a hoist that recorded no intent: its target was the previous version.
+            state->rollback = RollbackIntent{from, state->previous, now_rfc3339()};
+          }
+          record_rollback(*state);
           state_changed = true;
         }
       }

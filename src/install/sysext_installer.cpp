@@ -85,6 +85,11 @@ class SysextInstaller final : public LinkedVersionInstaller {
     return join_host_path(m_versions_path, entry_name(version));
   }
 
+  [[nodiscard]] std::string version_in_link(const std::string& target) const override {
+    const std::string suffix = m_directory ? "" : ".raw";
+    return name_between(target, join_host_path(m_versions_path, m_image_name + "-"), suffix);
+  }
+
   [[nodiscard]] bool has_version(const HostDir& versions, const std::string& version) const override {
     const auto st = versions.stat(entry_name(version));
     return st && (m_directory ? S_ISDIR(st->st_mode) : S_ISREG(st->st_mode));

@@ -57,6 +57,19 @@ class TreeInstaller final : public Installer {
     return st && S_ISDIR(st->st_mode) ? Integrity::intact : Integrity::damaged;
   }
 
+  std::string host_current(const ComponentState& /*state*/) override {
+    auto dest = HostDir::open(m_root, m_target.destination);
+    if (!dest) {
+      return {};
+    }
+    auto link = read_symlink(dest->fd(), k_current, dest->display(k_current));
+    if (!link || !is_version_name(*link)) {
+      return {};
+    }
+    const auto st = dest->stat(*link);
+    return st && S_ISDIR(st->st_mode) ? *link : std::string();
+  }
+
   bool clean_leftovers(ComponentState* /*state*/) override {
     auto dest = HostDir::open(m_root, m_target.destination);
     if (!dest) {

@@ -50,6 +50,13 @@ json optional_object(const std::optional<PendingReboot>& reboot) {
   return json{{"target", reboot->target}, {"boot_id", reboot->boot_id}, {"requested_at", reboot->requested_at}};
 }
 
+json optional_object(const std::optional<RollbackIntent>& intent) {
+  if (!intent) {
+    return nullptr;
+  }
+  return json{{"from", intent->from}, {"to", intent->to}, {"started_at", intent->started_at}};
+}
+
 // Strict field access: a missing or mistyped field is corruption, named.
 class Reader {
  public:
@@ -115,7 +122,8 @@ std::string to_json_text(const ComponentState& state) {
                       {"boot_id", state.boot_id},
                       {"pending_reboot", optional_object(state.pending_reboot)},
                       {"owed_restarts", state.owed_restarts},
-                      {"rollbacks", state.rollbacks}};
+                      {"rollbacks", state.rollbacks},
+                      {"rollback", optional_object(state.rollback)}};
   return document.dump(2) + "\n";
 }
 
@@ -181,6 +189,11 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
       top.fail("field 'rollbacks' must be a non-negative integer");
     }
     state.rollbacks = rollbacks->get<std::uint64_t>();
+  }
+  // Written since rollbacks record their intent; a state from before has none.
+  if (const auto intent = document.find("rollback"); intent != document.end() && !intent->is_null()) {
+    const Reader r(*intent, where + " in 'rollback'");
+    state.rollback = RollbackIntent{r.string("from"), r.string("to"), r.string("started_at")};
   }
   if (const json& reboot = top.any("pending_reboot"); !reboot.is_null()) {
     const Reader r(reboot, where + " in 'pending_reboot'");

@@ -72,6 +72,40 @@ std::vector<std::string> versions_to_collect(const ComponentState& state, unsign
   return collected;
 }
 
+void record_rollback(ComponentState& state) {
+  const RollbackIntent intent = state.rollback.value();
+  state.current = intent.to;
+  // A sync's one backup is used up; the links of the other kinds swap.
+  state.previous = state.kind == "sync" ? std::string() : intent.from;
+  state.rollback.reset();
+  ++state.rollbacks;  // hoist_rollbacks_total: every rollback recorded, also one a killed run began
+  set_last_result(state, "rollback", outcome::k_succeeded, intent.to);
+}
+
+Reconciled reconcile_with_host(ComponentState& state, const std::string& host_current) {
+  if (host_current.empty() || host_current == state.current) {
+    if (state.rollback) {
+      state.rollback.reset();  // killed before its switch: the host never left `from`
+      return Reconciled::intent_gone;
+    }
+    return Reconciled::agreed;
+  }
+  if (state.rollback && state.rollback->from == state.current && state.rollback->to == host_current) {
+    record_rollback(state);
+    return Reconciled::rolled_back;
+  }
+  // An upgrade's switch: the version it switched to becomes current, as its own save would have made it.
+  state.rollback.reset();
+  state.previous = state.current;
+  state.current = host_current;
+  const bool kept = std::any_of(state.versions.begin(), state.versions.end(),
+                                [&](const VersionRecord& record) { return record.version == host_current; });
+  if (!kept) {
+    state.versions.push_back(VersionRecord{host_current, now_rfc3339()});
+  }
+  return Reconciled::switched;
+}
+
 void save_failure_record(const StateStore& store, const ComponentState& state) {
   try {
     store.save(state);

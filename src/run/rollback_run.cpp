@@ -9,6 +9,7 @@
 #include "hoist/host/host_steps.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/model/state_update.hpp"
+#include "hoist/run/host_truth.hpp"
 #include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/log_fields.hpp"
@@ -51,6 +52,21 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
   return target;
 }
 
+// Records the rollback that `state` now holds, with the restarts it owes, and does them.
+void finish(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
+            ComponentKind kind) {
+  state.boot_id = read_boot_id(root);
+  // Owed with the switch, in the same save (upgrade does the same).
+  for (const auto& unit : host.restarts_owed_by(kind)) {
+    if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
+      state.owed_restarts.push_back(unit);
+    }
+  }
+  store.save(state);
+  const LogFields host_phase{{"phase", "host"}};
+  host.after_switch(store, {SwitchedComponent{state.component, kind, state.current, true}});
+}
+
 }  // namespace
 
 ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
@@ -85,11 +101,21 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
     host.make_writable(paths_written(kind, state.destination, store.component_dir(state.component)));
   }
 
+  // A rollback that a killed run began is finished here, or found never to have switched.
+  const std::optional<RollbackIntent> interrupted = state.rollback;
   std::string target;
   std::optional<LogFields> target_field;
   try {
-    if (installer->clean_leftovers(&state)) {
+    const bool reconciled = agree_with_host(*installer, state);
+    if (installer->clean_leftovers(&state) || reconciled) {
       store.save(state);
+    }
+    if (interrupted && !state.rollback && state.current == interrupted->to &&
+        (options.to.empty() || options.to == interrupted->to)) {
+      spdlog::info("{}: finished the interrupted rollback from {} to {}", state.component, interrupted->from,
+                   interrupted->to);
+      finish(root, store, host, state, kind);
+      return ExitCode::ok;
     }
     target = choose_target(state, options);
     target_field.emplace(std::initializer_list<LogField>{{"version", target}});
@@ -106,6 +132,10 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
     throw;
   }
 
+  // The intent first: a run killed after the switch below leaves the host on `target` and the state on
+  // `current`, and the next run must know that it was this rollback that moved it.
+  state.rollback = RollbackIntent{state.current, target, now_rfc3339()};
+  store.save(state);
   try {
     installer->rollback(target, state.current);
   } catch (const std::exception& e) {
@@ -114,22 +144,8 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
     throw;
   }
   spdlog::info("{}: rolled back from {} to {}", state.component, state.current, target);
-  const std::string from = state.current;
-  state.current = target;
-  // A sync's one backup is used up; the links of the other kinds swap.
-  state.previous = state.kind == "sync" ? std::string() : from;
-  set_last_result(state, k_command, outcome::k_succeeded, target);
-  ++state.rollbacks;
-  state.boot_id = read_boot_id(root);
-  // Owed with the switch, in the same save (upgrade does the same).
-  for (const auto& unit : host.restarts_owed_by(kind)) {
-    if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
-      state.owed_restarts.push_back(unit);
-    }
-  }
-  store.save(state);
-  const LogFields host_phase{{"phase", "host"}};
-  host.after_switch(store, {SwitchedComponent{state.component, kind, target, true}});
+  record_rollback(state);
+  finish(root, store, host, state, kind);
   return ExitCode::ok;
 }
 

@@ -24,6 +24,7 @@
 #include "hoist/host/writable_mounts.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/model/state_update.hpp"
+#include "hoist/run/host_truth.hpp"
 #include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/log_fields.hpp"
@@ -386,6 +387,11 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     work.installer = make_installer(
         root, InstallTarget{work.item.spec.name, work.item.spec.kind, work.item.spec.destination, store.state_dir()},
         options.durability);
+    // The host's commit points are the truth when a killed run left the state behind them; the gate must
+    // start from what is installed. A dry run only looks.
+    if (work.state && agree_with_host(*work.installer, *work.state) && !dry_run) {
+      store.save(*work.state);
+    }
     works.push_back(std::move(work));
   }
 

@@ -52,6 +52,12 @@ class Installer {
   /// matches the payload (sync; without a payload: the backup dir exists).
   virtual Integrity integrity(const std::string& version, const Payload* payload) = 0;
 
+  /// The version the host's own commit points name as current: the `current` link (tree), the destination's
+  /// link (file, sysext), or the sync journal read against `state` (an `undo.<v>@<state's current>` that a
+  /// killed run completed; the target of `state.rollback` once its backup was taken into use). "" when they
+  /// name no complete version that hoist installed. Reads only.
+  virtual std::string host_current(const ComponentState& state) = 0;
+
   /// Removes what killed runs left: partial stagings, temporary links, trash of
   /// removed versions; for sync, undoes a half-done sync or finishes a half-done
   /// rollback (then updates `state` and returns true: it must be saved).

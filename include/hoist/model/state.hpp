@@ -32,6 +32,14 @@ struct PendingReboot {
   std::string requested_at;  ///< RFC 3339, UTC
 };
 
+/// A rollback that has begun and is not yet recorded: saved before its switch, so that the next run can tell
+/// from the host's commit points whether the rollback happened (then it records it) or not (then it drops this).
+struct RollbackIntent {
+  std::string from;        ///< the current version when the rollback began
+  std::string to;          ///< its target
+  std::string started_at;  ///< RFC 3339, UTC
+};
+
 /// What is installed for one component: `<state-dir>/<component>/state.json`.
 struct ComponentState {
   std::string component;
@@ -51,6 +59,7 @@ struct ComponentState {
   /// The rollbacks that switched this component (`hoist_rollbacks_total`). A state written before this was
   /// counted reads 0; a hoist that does not know the field drops it, which Prometheus reads as a counter reset.
   std::uint64_t rollbacks = 0;
+  std::optional<RollbackIntent> rollback;  ///< a rollback begun by a run that did not record its end
 };
 
 /// The schema version this build writes; a higher one on disk is refused.

@@ -41,6 +41,24 @@ std::vector<std::string> versions_to_collect(const ComponentState& state, unsign
 /// Removes `version` from the kept versions.
 void forget_version(ComponentState& state, const std::string& version);
 
+/// What reconcile_with_host() did to a state.
+enum class Reconciled {
+  agreed,       ///< the host's commit points name the state's current version: nothing changed
+  intent_gone,  ///< a rollback intent whose switch never happened was dropped
+  switched,     ///< a run switched to the host's version and was killed before recording it: recorded now
+  rolled_back,  ///< the intended rollback switched and was killed before recording it: recorded now
+};
+
+/// Makes the state say what the host's commit points say is current (`host_current`, from
+/// Installer::host_current(); "" when they name nothing hoist knows, which leaves the state as it is). A run
+/// killed between its switch and its state save leaves the two apart; this is how the next run, and `status`,
+/// see the host's truth.
+Reconciled reconcile_with_host(ComponentState& state, const std::string& host_current);
+
+/// Records the end of the rollback `state.rollback` describes: current is its target, previous the version it
+/// left (none for sync: its one backup is used up), the intent cleared.
+void record_rollback(ComponentState& state);
+
 /// Saves a state that records a failure: a state directory that cannot be
 /// written is logged, not thrown, so that the original error is what the run
 /// reports.
