@@ -401,3 +401,21 @@ def test_a_rollback_killed_before_its_state_save_is_finished_by_the_next_rollbac
     state = state_of(host_root, kind.component)
     assert (state["current"], state["previous"]) == ("1.0.0", "" if kind_name == "sync" else "2.0.0")
     assert state["last_result"]["command"] == "rollback" and state["last_result"]["outcome"] == "succeeded"
+
+
+def test_an_upgrade_rerun_after_a_killed_sync_rollback_does_not_undo_it(host_root, tmp_path):
+    # The rollback's backup was used and the state not saved: the re-run of the upgrade "repaired" the drift back to
+    # 2.0.0, silently undoing the operator's rollback. Now the rollback is recorded and 2.0.0 quarantined: exit 3.
+    kind = Kind("sync", tmp_path)
+    for version in VERSIONS[:3]:
+        upgrade(host_root, *kind.args(version), check=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(host_root, pristine, symlinks=True)
+    argv = [HOIST_BIN, "rollback", "--host-root", host_root, "--lock-timeout", "5", "--component", kind.component]
+    last_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[-1]
+    restore(host_root, pristine)
+    assert kill_command(argv, *last_save).returncode == -signal.SIGKILL
+    refused = upgrade(host_root, *kind.args("2.0.0"), check=3)
+    assert "refusing 2.0.0: it is quarantined since" in refused.stderr
+    assert read_tree(host_root / "etc/app") == kind.trees["1.0.0"]
+    assert state_of(host_root, kind.component)["current"] == "1.0.0"

@@ -1,10 +1,11 @@
 """`hoist rollback` of the static binary: each kind, --to, refusals."""
 
+import json
 import os
 
 import pytest
 
-from conftest import tree_manifest
+from conftest import run_hoist, tree_manifest
 from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
 
 
@@ -76,9 +77,11 @@ def test_file_kind_rolls_back_to_the_file_from_before_hoist(host_root, tmp_path)
     assert host_read(host_root, "/usr/local/bin/k3s") == b"original\n"
     state = state_of(host_root, "k3s")
     assert (state["current"], state["previous"]) == ("pre-hoist", "1.0.0")
-    # An upgrade from there installs again.
+    # 1.0.0 is quarantined now; the operator can still ask for it.
     upgrade(host_root, "--component", "k3s", "--kind", "file", "--source", new, "--destination", "/usr/local/bin/k3s",
-            "--version", "1.0.0", check=0)
+            "--version", "1.0.0", check=3)
+    upgrade(host_root, "--component", "k3s", "--kind", "file", "--source", new, "--destination", "/usr/local/bin/k3s",
+            "--version", "1.0.0", "--allow-quarantined", check=0)
     assert host_read(host_root, "/usr/local/bin/k3s") == b"new\n"
 
 
@@ -95,3 +98,38 @@ def test_sync_kind_rolls_back_once(host_root, tmp_path):
     result = rollback(host_root, "--component", "conf", check=2)
     assert "has no previous version to roll back to" in result.stderr
     assert list((host_root / "etc/.app.hoist-sync").iterdir()) == []
+
+
+def test_a_version_rolled_back_from_is_quarantined_until_the_operator_asks_for_it(host_root, tmp_path):
+    # The same upgrade re-applied (SUC re-runs a Plan whenever its hash changes) installed 1.1.0 again.
+    trees = {v: make_tree(tmp_path / v, {"bin/app": f"app {v}\n"}, i) for i, v in enumerate(["1.0.0", "1.1.0", "1.2.0"])}
+    args = ["--component", "app", "--kind", "tree", "--destination", "/opt/app"]
+    upgrade(host_root, *args, "--source", trees["1.0.0"], "--version", "1.0.0", check=0)
+    upgrade(host_root, *args, "--source", trees["1.1.0"], "--version", "1.1.0", check=0)
+    rollback(host_root, "--component", "app", check=0)
+    since = state_of(host_root, "app")["quarantined"][0]["since"]
+    assert state_of(host_root, "app")["quarantined"] == [
+        {"version": "1.1.0", "since": since, "reason": "rolled back to 1.0.0"}]
+
+    before = tree_manifest(host_root / "opt/app")
+    refused = upgrade(host_root, *args, "--source", trees["1.1.0"], "--version", "1.1.0", check=3)
+    assert (f"app: refusing 1.1.0: it is quarantined since {since} (rolled back to 1.0.0); pass --allow-quarantined "
+            "to install it again") in refused.stderr
+    assert tree_manifest(host_root / "opt/app") == before
+    assert os.readlink(host_root / "opt/app/current") == "1.0.0"
+
+    text = run_hoist("status", "--host-root", host_root, check=0).stdout
+    assert f"  quarantined: 1.1.0 since {since} (rolled back to 1.0.0)\n" in text
+    status = json.loads(run_hoist("status", "--host-root", host_root, "--json", check=0).stdout)
+    assert status["components"][0]["quarantined"][0]["version"] == "1.1.0"
+
+    # A newer version is accepted, and the quarantine of 1.1.0 stays.
+    upgrade(host_root, *args, "--source", trees["1.2.0"], "--version", "1.2.0", check=0)
+    assert os.readlink(host_root / "opt/app/current") == "1.2.0"
+    assert [q["version"] for q in state_of(host_root, "app")["quarantined"]] == ["1.1.0"]
+    # The operator's word lifts it.
+    upgrade(host_root, *args, "--source", trees["1.1.0"], "--version", "1.1.0", "--allow-downgrade", check=3)
+    upgrade(host_root, *args, "--source", trees["1.1.0"], "--version", "1.1.0", "--allow-downgrade",
+            "--allow-quarantined", check=0)
+    assert os.readlink(host_root / "opt/app/current") == "1.1.0"
+    assert state_of(host_root, "app")["quarantined"] == []

@@ -28,6 +28,9 @@ void print_text(const ComponentState& state) {
     std::printf("  last:     %s %s %s at %s%s%s\n", r.command.c_str(), r.version.c_str(), r.outcome.c_str(),
                 r.time.c_str(), r.message.empty() ? "" : ": ", r.message.c_str());
   }
+  for (const auto& q : state.quarantined) {
+    std::printf("  quarantined: %s since %s (%s)\n", q.version.c_str(), q.since.c_str(), q.reason.c_str());
+  }
   if (state.pending_reboot) {
     std::printf("  pending reboot to %s (requested at %s from boot %s)\n", state.pending_reboot->target.c_str(),
                 state.pending_reboot->requested_at.c_str(), state.pending_reboot->boot_id.c_str());

@@ -46,6 +46,8 @@ class UpgradeCommand final : public Command {
     m_app->add_option("--installed-version-from", m_installed_version_from,
                       "exec:ARGS: with no state of hoist's, or one the host drifted from, ask the file at the "
                       "destination (run with ARGS in the host root) what is installed");
+    m_app->add_flag("--allow-quarantined", m_allow_quarantined,
+                    "install a version that a rollback left (with --manifest too)");
     m_app->add_flag("--allow-minor-skip", m_allow_minor_skip,
                     "k3s scheme: allow an upgrade that skips a Kubernetes minor version");
     m_app->add_option("--keep", m_spec.keep, "versions kept on the host (never the current or previous)")
@@ -97,6 +99,7 @@ class UpgradeCommand final : public Command {
           sources = VersionSources{m_version, env_version, spec.payload_version};
         }
         ComponentSpec trusted = spec;
+        trusted.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
         apply_trust_policy(trusted, m_trust,
                            "manifest '" + m_manifest + "': $.components[" + std::to_string(i) + "]");
         items.push_back(resolve_item(std::move(trusted), sources));
@@ -115,6 +118,7 @@ class UpgradeCommand final : public Command {
       m_spec.version_scheme = parse_version_scheme(m_scheme);
       m_spec.allow_downgrade = m_allow_downgrade ? AllowDowngrade::yes : AllowDowngrade::no;
       m_spec.allow_minor_skip = m_allow_minor_skip ? AllowMinorSkip::yes : AllowMinorSkip::no;
+      m_spec.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
       if (m_app->count("--installed-version-from") > 0) {
         m_spec.installed_version_from = parse_installed_version_from(m_installed_version_from);
       }
@@ -144,6 +148,7 @@ class UpgradeCommand final : public Command {
   std::string m_version;
   std::string m_scheme = "semver";
   bool m_allow_downgrade = false;
+  bool m_allow_quarantined = false;
   bool m_allow_minor_skip = false;
   TrustPolicy m_trust;
   RunSummary m_summary;

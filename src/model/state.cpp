@@ -110,6 +110,10 @@ std::string to_json_text(const ComponentState& state) {
   for (const auto& record : state.versions) {
     versions.push_back({{"version", record.version}, {"installed_at", record.installed_at}});
   }
+  json quarantined = json::array();
+  for (const auto& record : state.quarantined) {
+    quarantined.push_back({{"version", record.version}, {"since", record.since}, {"reason", record.reason}});
+  }
   const json document{{"schema", k_state_schema},
                       {"component", state.component},
                       {"kind", state.kind},
@@ -123,7 +127,8 @@ std::string to_json_text(const ComponentState& state) {
                       {"pending_reboot", optional_object(state.pending_reboot)},
                       {"owed_restarts", state.owed_restarts},
                       {"rollbacks", state.rollbacks},
-                      {"rollback", optional_object(state.rollback)}};
+                      {"rollback", optional_object(state.rollback)},
+                      {"quarantined", quarantined}};
   return document.dump(2) + "\n";
 }
 
@@ -194,6 +199,16 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   if (const auto intent = document.find("rollback"); intent != document.end() && !intent->is_null()) {
     const Reader r(*intent, where + " in 'rollback'");
     state.rollback = RollbackIntent{r.string("from"), r.string("to"), r.string("started_at")};
+  }
+  // Written since rollbacks quarantine what they leave; a state from before has none.
+  if (const auto quarantined = document.find("quarantined"); quarantined != document.end()) {
+    if (!quarantined->is_array()) {
+      top.fail("field 'quarantined' must be an array");
+    }
+    for (const json& item : *quarantined) {
+      const Reader record(item, where + " in 'quarantined'");
+      state.quarantined.push_back({record.string("version"), record.string("since"), record.string("reason")});
+    }
   }
   if (const json& reboot = top.any("pending_reboot"); !reboot.is_null()) {
     const Reader r(reboot, where + " in 'pending_reboot'");

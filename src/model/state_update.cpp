@@ -52,6 +52,7 @@ void record_switch(ComponentState& state, const std::string& version, const std:
     state.versions.insert(state.versions.begin(), VersionRecord{*adopted, now_rfc3339()});
   }
   state.current = version;
+  std::erase_if(state.quarantined, [&](const QuarantinedVersion& q) { return q.version == version; });
   forget_version(state, version);
   state.versions.push_back(VersionRecord{version, now_rfc3339()});
 }
@@ -74,6 +75,10 @@ std::vector<std::string> versions_to_collect(const ComponentState& state, unsign
 
 void record_rollback(ComponentState& state) {
   const RollbackIntent intent = state.rollback.value();
+  // The version rolled back to is wanted again (a second rollback goes forward).
+  std::erase_if(state.quarantined,
+                [&](const QuarantinedVersion& q) { return q.version == intent.from || q.version == intent.to; });
+  state.quarantined.push_back(QuarantinedVersion{intent.from, now_rfc3339(), "rolled back to " + intent.to});
   state.current = intent.to;
   // A sync's one backup is used up; the links of the other kinds swap.
   state.previous = state.kind == "sync" ? std::string() : intent.from;
@@ -104,6 +109,12 @@ Reconciled reconcile_with_host(ComponentState& state, const std::string& host_cu
     state.versions.push_back(VersionRecord{host_current, now_rfc3339()});
   }
   return Reconciled::switched;
+}
+
+const QuarantinedVersion* find_quarantined(const ComponentState& state, const std::string& version) {
+  const auto it = std::find_if(state.quarantined.begin(), state.quarantined.end(),
+                               [&](const QuarantinedVersion& q) { return q.version == version; });
+  return it == state.quarantined.end() ? nullptr : &*it;
 }
 
 void save_failure_record(const StateStore& store, const ComponentState& state) {

@@ -129,6 +129,15 @@ void decide(Work& work, const Payload* payload_for_integrity, const HostRoot& ro
   }
   work.gate = decide_gate(work.name(), work.installed, integrity, work.item.target, spec.allow_downgrade,
                           spec.allow_minor_skip, work.installed_from);
+  // A version that a rollback left stays out until the operator asks for it again: a Plan re-applied (any edit
+  // changes its hash) would otherwise undo the rollback.
+  const QuarantinedVersion* quarantined = work.state ? find_quarantined(*work.state, work.item.target.text()) : nullptr;
+  if (quarantined != nullptr && work.gate.changes_host() && spec.allow_quarantined == AllowQuarantined::no) {
+    work.gate = Gate{GateDecision::refused,
+                     work.name() + ": refusing " + work.item.target.text() + ": it is quarantined since " +
+                         quarantined->since + " (" + quarantined->reason +
+                         "); pass --allow-quarantined to install it again"};
+  }
 }
 
 // Records `outcome` for every component that has a state (or all, with

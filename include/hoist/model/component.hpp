@@ -35,6 +35,8 @@ enum class AllowDowngrade { no, yes };
 /// entry): checked for form, not yet against the host.
 /// Whether the version gate lets an upgrade skip a Kubernetes minor version (the k3s scheme: 1.29 to 1.31).
 enum class AllowMinorSkip { no, yes };
+/// Whether an upgrade may install a version that a rollback left (`--allow-quarantined`).
+enum class AllowQuarantined { no, yes };
 
 /// `--installed-version-from` (the manifest's `installed_version_from`): where the gate learns what is installed
 /// when hoist's own state cannot tell, because there is none yet (the k3s installer put k3s there) or the install
@@ -73,6 +75,8 @@ struct ComponentSpec {
   Remount remount = Remount::no;
   InstalledVersionFrom installed_version_from;
   AllowMinorSkip allow_minor_skip = AllowMinorSkip::no;
+  /// The operator's alone (the command line): a payload's manifest cannot lift a quarantine.
+  AllowQuarantined allow_quarantined = AllowQuarantined::no;
 };
 
 /// What the operator asks of signatures (`--public-key` and `--require-signature` on the command line), which a

@@ -40,6 +40,13 @@ struct RollbackIntent {
   std::string started_at;  ///< RFC 3339, UTC
 };
 
+/// A version that a rollback left: `upgrade` refuses it (exit 3) unless `--allow-quarantined`.
+struct QuarantinedVersion {
+  std::string version;
+  std::string since;   ///< RFC 3339, UTC: when the rollback from it was recorded
+  std::string reason;  ///< "rolled back to 1.0.0"
+};
+
 /// What is installed for one component: `<state-dir>/<component>/state.json`.
 struct ComponentState {
   std::string component;
@@ -60,6 +67,7 @@ struct ComponentState {
   /// counted reads 0; a hoist that does not know the field drops it, which Prometheus reads as a counter reset.
   std::uint64_t rollbacks = 0;
   std::optional<RollbackIntent> rollback;  ///< a rollback begun by a run that did not record its end
+  std::vector<QuarantinedVersion> quarantined;  ///< oldest first
 };
 
 /// The schema version this build writes; a higher one on disk is refused.

@@ -30,7 +30,7 @@ void set_last_result(ComponentState& state, const std::string& command, const st
 
 /// Records a switch to `version`: the old current becomes previous (unless it is
 /// `version` itself), `version` moves to the end of the kept versions with the
-/// time now; `adopted` (the pre-hoist file kept by the file kind) becomes
+/// time now and leaves the quarantine (the operator installed it on purpose); `adopted` (the pre-hoist file kept by the file kind) becomes
 /// previous when nothing was current.
 void record_switch(ComponentState& state, const std::string& version, const std::optional<std::string>& adopted);
 
@@ -56,8 +56,11 @@ enum class Reconciled {
 Reconciled reconcile_with_host(ComponentState& state, const std::string& host_current);
 
 /// Records the end of the rollback `state.rollback` describes: current is its target, previous the version it
-/// left (none for sync: its one backup is used up), the intent cleared.
+/// left (none for sync: its one backup is used up), the intent cleared, and the version it left quarantined.
 void record_rollback(ComponentState& state);
+
+/// The quarantine record of `version`, if a rollback left it.
+const QuarantinedVersion* find_quarantined(const ComponentState& state, const std::string& version);
 
 /// Saves a state that records a failure: a state directory that cannot be
 /// written is logged, not thrown, so that the original error is what the run
