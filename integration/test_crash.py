@@ -231,7 +231,7 @@ VERSIONS = ["0.0.0", "1.0.0", "2.0.0", "3.0.0"]
 class Kind:
     """One kind's component: its arguments, its payloads, and what the host says is current."""
 
-    def __init__(self, kind, tmp_path):
+    def __init__(self, kind, tmp_path, files=3):
         self.kind = kind
         self.component = {"tree": "app", "file": "tool", "sync": "conf"}[kind]
         self.destination = {"tree": "/opt/app", "file": "/usr/local/bin/tool", "sync": "/etc/app"}[kind]
@@ -241,16 +241,17 @@ class Kind:
             if kind == "file":
                 source = tmp_path / "payloads" / version / "tool"
                 source.parent.mkdir(parents=True)
-                source.write_bytes(f"tool {version}\n".encode() * (i + 1))
+                source.write_bytes(f"tool {version}\n".encode() * (i + 1) * files * 200)
             else:
                 source = make_tree(tmp_path / "payloads" / version,
-                                   {f"d{j % 2}/f{j}": f"{version} file {j}\n" for j in range(i, i + 3)}, i)
+                                   {f"d{j % (files // 50 + 2)}/f{j}": f"{version} file {j}\n" * (j % 40 + 1)
+                                    for j in range(i, i + files)}, i)
                 self.trees[version] = read_tree(source)
             self.sources[version] = source
 
-    def args(self, version, *extra):
-        return ["--component", self.component, "--kind", self.kind, "--destination", self.destination, "--threads",
-                "1", "--source", self.sources[version], "--version", version, *extra]
+    def args(self, version, *extra, threads=("--threads", "1")):
+        return ["--component", self.component, "--kind", self.kind, "--destination", self.destination, *threads,
+                "--source", self.sources[version], "--version", version, *extra]
 
     def host_version(self, host_root):
         """The version the host has by its own commit points; for sync, whose content it holds ("mixed": none)."""
@@ -265,6 +266,13 @@ class Kind:
     def journal(self, host_root):
         backups = Path(host_root) / "etc/.app.hoist-sync"
         return sorted(p.name for p in backups.iterdir()) if backups.is_dir() else []
+
+    def on_disk(self, host_root):
+        """The versions the host keeps (sync keeps none: its backups are not versions)."""
+        if self.kind == "sync":
+            return None
+        where = Path(host_root) / ("opt/app" if self.kind == "tree" else f"var/lib/hoist/{self.component}")
+        return sorted(p.name for p in where.iterdir() if p.name in VERSIONS)
 
     def leftovers(self, host_root):
         """Names that only a killed run leaves: stagings, temporary links, trash."""
@@ -307,6 +315,43 @@ OPERATIONS = {
 }
 
 
+def check_three_properties(kind, host_root, operation, command, where, after_kill):
+    """After a kill: `status` names what the host names; `rollback` goes exactly one version back (or finishes
+    the killed rollback); a re-run of the operation converges, removing what the killed run left."""
+    final = OPERATIONS[operation][1]
+    current = check_after_kill(kind, host_root, where, "2.0.0")
+    if after_kill.exists():
+        shutil.rmtree(after_kill)
+    shutil.copytree(host_root, after_kill, symlinks=True)
+
+    # A rollback goes exactly one version back: from what status said, or, for a rollback that was
+    # killed, it finishes that rollback (to 1.0.0, which is one back from where it began).
+    rolled = rollback(host_root, "--component", kind.component)
+    assert rolled.returncode == 0, f"{where}: {rolled}"
+    expected = "1.0.0" if operation == "rollback" else one_back(kind, current)
+    assert kind.host_version(host_root) == expected, f"{where}: after the rollback: {rolled.stderr[-400:]}"
+    assert status_of(host_root, kind.component)["current"] == expected, where
+    assert kind.leftovers(host_root) == [], where
+
+    # A re-run of the operation converges.
+    restore(host_root, after_kill)
+    rerun = run_recorded(list(map(str, command(kind, host_root))), capture_output=True, text=True, timeout=60)
+    assert rerun.returncode == 0, f"{where}: re-run: {rerun.stderr[-400:]}"
+    assert kind.host_version(host_root) == final, where
+    status = status_of(host_root, kind.component)
+    assert status["current"] == final, where
+    assert state_of(host_root, kind.component)["current"] == final, where
+    assert state_of(host_root, kind.component).get("rollback") is None, where
+    if operation != "rollback":
+        # What --keep removes is gone from the host and the state, and nothing of the killed run is left.
+        kept = ["1.0.0", "2.0.0", "3.0.0"] if operation == "upgrade" else ["2.0.0", "3.0.0"]
+        assert [v["version"] for v in state_of(host_root, kind.component)["versions"]] == kept, where
+        assert kind.on_disk(host_root) in (None, kept), where
+        assert kind.leftovers(host_root) == [], where
+        if kind.kind == "sync":
+            assert kind.journal(host_root) == ["undo.3.0.0@2.0.0"], where
+
+
 @pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
 @pytest.mark.parametrize("operation", ["upgrade", "rollback", "keep"])
 def test_sigkill_at_each_commit_point_leaves_status_rollback_and_rerun_right(host_root, tmp_path, kind_name,
@@ -316,39 +361,15 @@ def test_sigkill_at_each_commit_point_leaves_status_rollback_and_rerun_right(hos
         upgrade(host_root, *kind.args(version), check=0)
     pristine = tmp_path / "pristine"
     shutil.copytree(host_root, pristine, symlinks=True)
-    command, final = OPERATIONS[operation]
+    command = OPERATIONS[operation][0]
     points = traced_calls(command(kind, host_root), RENAMES, tmp_path)
     assert len(points) >= 2, points
-    restore(host_root, pristine)
-    after_kill = tmp_path / "after-kill"
     for name, occurrence, line in points:
         restore(host_root, pristine)
         killed = kill_command(command(kind, host_root), name, occurrence)
         where = f"{kind_name} {operation} killed at {name} #{occurrence} ({line[:160]})"
         assert killed.returncode == -signal.SIGKILL, f"{where}: rc={killed.returncode} {killed.stderr[-300:]}"
-        current = check_after_kill(kind, host_root, where, "2.0.0")
-        if after_kill.exists():
-            shutil.rmtree(after_kill)
-        shutil.copytree(host_root, after_kill, symlinks=True)
-
-        # A rollback goes exactly one version back: from what status said, or, for a rollback that was
-        # killed, it finishes that rollback (to 1.0.0, which is one back from where it began).
-        rolled = rollback(host_root, "--component", kind.component)
-        assert rolled.returncode == 0, f"{where}: {rolled}"
-        expected = "1.0.0" if operation == "rollback" else one_back(kind, current)
-        assert kind.host_version(host_root) == expected, f"{where}: after the rollback: {rolled.stderr[-400:]}"
-        assert status_of(host_root, kind.component)["current"] == expected, where
-        assert kind.leftovers(host_root) == [], where
-
-        # A re-run of the operation converges.
-        restore(host_root, after_kill)
-        rerun = run_recorded(list(map(str, command(kind, host_root))), capture_output=True, text=True, timeout=60)
-        assert rerun.returncode == 0, f"{where}: re-run: {rerun.stderr[-400:]}"
-        assert kind.host_version(host_root) == final, where
-        status = status_of(host_root, kind.component)
-        assert status["current"] == final, where
-        assert state_of(host_root, kind.component)["current"] == final, where
-        assert state_of(host_root, kind.component).get("rollback") is None, where
+        check_three_properties(kind, host_root, operation, command, where, tmp_path / "after-kill")
 
 
 def state_saves(points):
@@ -419,3 +440,4 @@ def test_an_upgrade_rerun_after_a_killed_sync_rollback_does_not_undo_it(host_roo
     assert "refusing 2.0.0: it is quarantined since" in refused.stderr
     assert read_tree(host_root / "etc/app") == kind.trees["1.0.0"]
     assert state_of(host_root, kind.component)["current"] == "1.0.0"
+

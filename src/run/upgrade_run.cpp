@@ -242,6 +242,23 @@ void collect_garbage(const StateStore& store, Work& work, ComponentState& state)
   spdlog::info("{}: kept versions: {}", work.name(), kept);
 }
 
+// A run with nothing to install still finishes what a killed run left: its leftovers, and the versions beyond
+// --keep that it switched away from and never collected. Best effort, with no remount: a failure is a warning,
+// and the next run that writes tries again.
+void tidy_up(const StateStore& store, Work& work) {
+  ComponentState& state = *work.state;
+  try {
+    const bool changed = work.installer->clean_leftovers(&state);
+    if (!versions_to_collect(state, work.item.spec.keep).empty()) {
+      collect_garbage(store, work, state);
+    } else if (changed) {
+      store.save(state);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: could not remove what an interrupted run left: {}", work.name(), e.what());
+  }
+}
+
 // Host integration: the components as HostSteps::after_switch() takes them.
 std::vector<SwitchedComponent> switched_components(const std::vector<Work>& works) {
   std::vector<SwitchedComponent> switched;
@@ -430,6 +447,9 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       }
     } else {
       for (Work& work : works) {
+        if (work.state) {
+          tidy_up(store, work);
+        }
         // Without a state, hoist never installed it: the host stays exactly as another installer left it.
         // With restarts still owed, the result stays what it was until after_switch() does them.
         if (work.state && !work.reboot_settled && work.state->owed_restarts.empty()) {
