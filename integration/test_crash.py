@@ -5,6 +5,7 @@ tree; and a re-run finishes the upgrade and leaves nothing behind."""
 
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -319,6 +320,11 @@ def check_three_properties(kind, host_root, operation, command, where, after_kil
     """After a kill: `status` names what the host names; `rollback` goes exactly one version back (or finishes
     the killed rollback); a re-run of the operation converges, removing what the killed run left."""
     final = OPERATIONS[operation][1]
+    state = state_of(host_root, kind.component)
+    # A kill that came after the rollback's last save (a random one can) met a finished rollback: the next
+    # rollback is a second one, which goes forward again (tree, file) or has no backup left (sync).
+    finished = (operation == "rollback" and state.get("rollback") is None and state["current"] == "1.0.0"
+                and state["last_result"]["command"] == "rollback")
     current = check_after_kill(kind, host_root, where, "2.0.0")
     if after_kill.exists():
         shutil.rmtree(after_kill)
@@ -327,12 +333,18 @@ def check_three_properties(kind, host_root, operation, command, where, after_kil
     # A rollback goes exactly one version back: from what status said, or, for a rollback that was
     # killed, it finishes that rollback (to 1.0.0, which is one back from where it began).
     rolled = rollback(host_root, "--component", kind.component)
-    assert rolled.returncode == 0, f"{where}: {rolled}"
-    expected = "1.0.0" if operation == "rollback" else one_back(kind, current)
+    if finished and kind.kind == "sync":
+        assert rolled.returncode == 2 and "has no previous version" in rolled.stderr, f"{where}: {rolled}"
+    else:
+        assert rolled.returncode == 0, f"{where}: {rolled}"
+    expected = ("1.0.0" if kind.kind == "sync" else "2.0.0") if finished else \
+        "1.0.0" if operation == "rollback" else one_back(kind, current)
     assert kind.host_version(host_root) == expected, f"{where}: after the rollback: {rolled.stderr[-400:]}"
     assert status_of(host_root, kind.component)["current"] == expected, where
     assert kind.leftovers(host_root) == [], where
 
+    if finished:
+        return  # a finished rollback has nothing to converge to; a re-run is a second rollback, checked above
     # A re-run of the operation converges.
     restore(host_root, after_kill)
     rerun = run_recorded(list(map(str, command(kind, host_root))), capture_output=True, text=True, timeout=60)
@@ -441,3 +453,46 @@ def test_an_upgrade_rerun_after_a_killed_sync_rollback_does_not_undo_it(host_roo
     assert read_tree(host_root / "etc/app") == kind.trees["1.0.0"]
     assert state_of(host_root, kind.component)["current"] == "1.0.0"
 
+
+
+# Random kills: SIGKILL after a delay drawn uniformly over the measured length of the run, on the default thread
+# pool. HOIST_CRASH_KILLS sets the kills per kind and operation (default 6: 36 in all), HOIST_CRASH_SEED the seed
+# (default: a new one, printed, and named in every failure).
+RANDOM_KILLS = int(os.environ.get("HOIST_CRASH_KILLS", "6"))
+
+
+@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
+@pytest.mark.parametrize("operation", ["upgrade", "rollback"])
+def test_sigkill_at_random_instants_leaves_status_rollback_and_rerun_right(host_root, tmp_path, kind_name, operation):
+    seed = int(os.environ.get("HOIST_CRASH_SEED", str(random.SystemRandom().randrange(1 << 32))))
+    print(f"HOIST_CRASH_SEED={seed}")
+    rng = random.Random(seed)
+    kind = Kind(kind_name, tmp_path, files=300)
+    default_pool = ()
+    for version in VERSIONS[:3]:
+        upgrade(host_root, *kind.args(version, threads=default_pool), check=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(host_root, pristine, symlinks=True)
+    if operation == "upgrade":
+        def command(k, root):
+            return hoist_argv(root, *k.args("3.0.0", threads=default_pool))
+    else:
+        command = OPERATIONS[operation][0]
+    start = time.monotonic()
+    run_recorded(list(map(str, command(kind, host_root))), check=True, capture_output=True)
+    length = time.monotonic() - start
+    killed = 0
+    for i in range(RANDOM_KILLS):
+        restore(host_root, pristine)
+        delay = rng.uniform(0, length)
+        proc = subprocess.Popen(list(map(str, command(kind, host_root))), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+        record_output(proc.args, "", stderr.decode(errors="replace"))
+        killed += proc.returncode == -signal.SIGKILL
+        where = (f"{kind_name} {operation} killed after {delay:.4f} s of {length:.4f} s (HOIST_CRASH_SEED={seed}, "
+                 f"kill {i}, rc={proc.returncode})")
+        check_three_properties(kind, host_root, operation, command, where, tmp_path / "after-kill")
+    print(f"{killed} of {RANDOM_KILLS} kills landed inside the run ({length:.3f} s)")

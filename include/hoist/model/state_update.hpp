@@ -30,8 +30,9 @@ void set_last_result(ComponentState& state, const std::string& command, const st
 
 /// Records a switch to `version`: the old current becomes previous (unless it is
 /// `version` itself), `version` moves to the end of the kept versions with the
-/// time now and leaves the quarantine (the operator installed it on purpose); `adopted` (the pre-hoist file kept by the file kind) becomes
-/// previous when nothing was current.
+/// time now and leaves the quarantine (the operator installed it on purpose);
+/// `adopted` (the pre-hoist file kept by the file kind) becomes previous when
+/// nothing was current.
 void record_switch(ComponentState& state, const std::string& version, const std::optional<std::string>& adopted);
 
 /// The versions that `--keep keep` removes, oldest first: the oldest beyond
