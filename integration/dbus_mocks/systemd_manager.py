@@ -7,11 +7,22 @@ Parameters (JSON, dbusmock -p):
   early:           [unit]               JobRemoved is emitted before the method returns
   missing:         [unit]               the method fails with NoSuchUnit
   service_results: {unit: Result}       the unit's Service.Result property
+  dies:            {unit: ms}           after a job that succeeded, the unit fails this much later
+  flaps:           {unit: ms}           after a job that succeeded, systemd restarts the unit this often
+                                        (NRestarts counts up, ActiveEnterTimestampMonotonic moves)
+  sick_jobs:       [n, ...]             which of a unit's jobs (1 = its first) `dies` and `flaps` apply to;
+                                        all when absent (a rollback's restart starts a healthy old version)
+  active_since:    {unit: s}            units active before any job, entered that many seconds ago (a boot)
+
+Units carry ActiveState, SubState, ActiveEnterTimestampMonotonic (CLOCK_MONOTONIC
+microseconds, the clock systemd uses) and, for services, NRestarts and Result.
 
 Every call is logged by dbusmock ("<time> RestartUnit "k3s.service" "replace"").
 Manager.Reboot is implemented only to be caught being called: hoist must never
 call it.
 '''
+
+import time
 
 import dbus
 from gi.repository import GLib
@@ -33,7 +44,17 @@ def load(mock, parameters):
     mock.early = list(parameters.get('early', []))
     mock.missing = list(parameters.get('missing', []))
     mock.service_results = dict(parameters.get('service_results', {}))
+    mock.dies = dict(parameters.get('dies', {}))
+    mock.flaps = dict(parameters.get('flaps', {}))
+    mock.sick_jobs = parameters.get('sick_jobs')
+    mock.jobs_of = {}
     mock.AddProperties(MAIN_IFACE, {'Version': 'v252'})
+    for name, seconds in parameters.get('active_since', {}).items():
+        settle_unit(mock, name, 'done', entered=now_usec() - int(seconds * 1e6))
+
+
+def now_usec():
+    return int(time.monotonic() * 1e6)
 
 
 def unit_path(name):
@@ -41,18 +62,50 @@ def unit_path(name):
     return f'{MAIN_OBJ}/unit/{escaped}'
 
 
-def settle_unit(self, name, result):
+def settle_unit(self, name, result, entered=None):
     path = unit_path(name)
     failed = result not in ('done', 'skipped')
     props = {'Id': name, 'ActiveState': 'failed' if failed else 'active',
-             'SubState': 'failed' if failed else 'running'}
+             'SubState': 'failed' if failed else 'running',
+             'ActiveEnterTimestampMonotonic': dbus.UInt64(entered if entered is not None else now_usec())}
     if path not in mockobject.objects:
         self.AddObject(path, UNIT_IFACE, props, [])
         if name.endswith('.service'):
             mockobject.objects[path].AddProperties(
-                SERVICE_IFACE, {'Result': self.service_results.get(name, 'exit-code' if failed else 'success')})
+                SERVICE_IFACE, {'Result': self.service_results.get(name, 'exit-code' if failed else 'success'),
+                                'NRestarts': dbus.UInt32(0)})
     else:
         mockobject.objects[path].UpdateProperties(UNIT_IFACE, props)
+        if name.endswith('.service'):
+            mockobject.objects[path].UpdateProperties(SERVICE_IFACE, {'NRestarts': dbus.UInt32(0)})
+
+
+def sicken(self, name):
+    """What happens to a unit after its job succeeded: `dies` or `flaps`."""
+    path = unit_path(name)
+    job_number = self.jobs_of[name]
+    if self.sick_jobs is not None and job_number not in self.sick_jobs:
+        return
+
+    def die():
+        if self.jobs_of[name] == job_number:
+            mockobject.objects[path].UpdateProperties(UNIT_IFACE, {'ActiveState': 'failed', 'SubState': 'failed'})
+            mockobject.objects[path].UpdateProperties(SERVICE_IFACE, {'Result': 'exit-code'})
+        return False
+
+    def flap():
+        if self.jobs_of[name] != job_number:
+            return False
+        unit = mockobject.objects[path]
+        restarts = unit.Get(SERVICE_IFACE, 'NRestarts') + 1
+        unit.UpdateProperties(SERVICE_IFACE, {'NRestarts': dbus.UInt32(restarts)})
+        unit.UpdateProperties(UNIT_IFACE, {'ActiveEnterTimestampMonotonic': dbus.UInt64(now_usec())})
+        return True
+
+    if name in self.dies:
+        GLib.timeout_add(int(self.dies[name]), die)
+    if name in self.flaps:
+        GLib.timeout_add(int(self.flaps[name]), flap)
 
 
 def emit_removed(self, job_id, job, name, result):
@@ -67,7 +120,10 @@ def queue_job(self, name):
     self.next_job += 1
     job = f'{MAIN_OBJ}/job/{job_id}'
     result = self.results.get(name, 'done')
+    self.jobs_of[name] = self.jobs_of.get(name, 0) + 1
     settle_unit(self, name, result)
+    if result == 'done':
+        sicken(self, name)
     if name in self.early:
         emit_removed(self, job_id, job, name, result)
     else:

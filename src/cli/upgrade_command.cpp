@@ -1,4 +1,5 @@
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <map>
 
 #include "commands.hpp"
@@ -7,6 +8,7 @@
 #include "hoist/run/upgrade_run.hpp"
 #include "hoist/util/error.hpp"
 #include "host_action_options.hpp"
+#include "node_ready.hpp"
 
 namespace hoist::cli {
 
@@ -77,6 +79,15 @@ class UpgradeCommand final : public Command {
     m_app->add_option("--threads", m_threads, "the transfer's worker threads (default: twice the cores, at most 16)")
         ->check(CLI::Range(1U, 64U));
     m_host.add_to(*m_app);  // --remount, --restart, --reboot…: with --manifest too
+    m_app->add_option("--health-check", m_health_checks,
+                      "after the switch and its restarts (or the reboot) this must pass, or hoist switches back: "
+                      "unit:NAME, exec:PATH [ARGS...], http:URL (loopback), node-ready (repeatable)");
+    m_app->add_option("--health-settle", m_health_settle, "seconds a checked unit must stay up without restarting")
+        ->check(CLI::NonNegativeNumber)
+        ->default_str(std::to_string(k_default_health_settle.count()));
+    m_app->add_option("--health-timeout", m_health_timeout, "seconds the checks may take to pass, in all")
+        ->check(CLI::PositiveNumber)
+        ->default_str(std::to_string(k_default_health_timeout.count()));
     return m_app;
   }
 
@@ -90,6 +101,10 @@ class UpgradeCommand final : public Command {
         }
       }
       const Manifest manifest = load_manifest(m_manifest);
+      for (size_t j = 0; j < manifest.health_checks.size(); ++j) {
+        m_health.checks.push_back(
+            manifest_check(manifest.health_checks[j], "$.health_checks[" + std::to_string(j) + "]"));
+      }
       for (size_t i = 0; i < manifest.components.size(); ++i) {
         const ComponentSpec& spec = manifest.components[i];
         VersionSources sources;
@@ -97,6 +112,10 @@ class UpgradeCommand final : public Command {
           sources.payload = spec.payload_version;  // versioned on its own, not by the release
         } else {
           sources = VersionSources{m_version, env_version, spec.payload_version};
+        }
+        for (size_t j = 0; j < spec.health_checks.size(); ++j) {
+          (void)manifest_check(spec.health_checks[j],
+                         "$.components[" + std::to_string(i) + "].health_checks[" + std::to_string(j) + "]");
         }
         ComponentSpec trusted = spec;
         trusted.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
@@ -126,7 +145,20 @@ class UpgradeCommand final : public Command {
       apply_trust_policy(m_spec, m_trust, "");
       items.push_back(resolve_item(m_spec, VersionSources{m_version, env_version, ""}));
     }
+    for (const auto& text : m_health_checks) {
+      m_health.checks.push_back(parse_health_check(text));
+    }
+    m_health.settle = std::chrono::seconds(m_health_settle);
+    m_health.timeout = std::chrono::seconds(m_health_timeout);
     UpgradeOptions options;
+    options.health = m_health;
+    options.probes.root = &context.root();
+    const bool wants_node = std::any_of(items.begin(), items.end(), [&](const UpgradeItem& item) {
+      return std::any_of(item.health_checks.begin(), item.health_checks.end(), is_node_ready);
+    }) || std::any_of(m_health.checks.begin(), m_health.checks.end(), is_node_ready);
+    if (wants_node) {
+      options.probes.node_ready = node_ready_probe(context);
+    }
     options.dry_run = m_dry_run ? DryRun::yes : DryRun::no;
     options.progress = progress_style_for_stderr(context.options.log_format);
     options.durability = default_durability();
@@ -142,6 +174,17 @@ class UpgradeCommand final : public Command {
   [[nodiscard]] std::vector<std::string> summary() const override { return m_summary.lines; }
 
  private:
+  static bool is_node_ready(const HealthCheck& check) { return check.kind == HealthCheck::Kind::node_ready; }
+
+  // A manifest's check, parsed; an error names the manifest and the check's place in it.
+  [[nodiscard]] HealthCheck manifest_check(const std::string& text, const std::string& where) const {
+    try {
+      return parse_health_check(text);
+    } catch (const UsageError& e) {
+      throw UsageError("invalid manifest '" + m_manifest + "': " + where + ": " + e.what());
+    }
+  }
+
   CLI::App* m_app = nullptr;
   ComponentSpec m_spec;
   std::string m_kind;
@@ -160,6 +203,10 @@ class UpgradeCommand final : public Command {
   unsigned m_threads = 0;
   std::string m_manifest;
   HostActionOptions m_host;
+  std::vector<std::string> m_health_checks;
+  unsigned m_health_settle = static_cast<unsigned>(k_default_health_settle.count());
+  unsigned m_health_timeout = static_cast<unsigned>(k_default_health_timeout.count());
+  HealthPolicy m_health;
 };
 
 }  // namespace

@@ -79,6 +79,29 @@ class ObjectReader {
     return value->get<unsigned>();
   }
 
+  /// An optional array of strings, each as string() takes one.
+  [[nodiscard]] std::vector<std::string> strings(const char* key) const {
+    const json* value = find(key, false);
+    if (value == nullptr) {
+      return {};
+    }
+    if (!value->is_array()) {
+      fail(at(key), "expected an array of strings");
+    }
+    std::vector<std::string> texts;
+    for (size_t i = 0; i < value->size(); ++i) {
+      const std::string where = at(key) + "[" + std::to_string(i) + "]";
+      const json& item = (*value)[i];
+      if (!item.is_string() || item.get<std::string>().empty()) {
+        fail(where, "expected a string that is not empty");
+      }
+      if (has_control_character(item.get<std::string>())) {
+        fail(where, "must not contain a control character");
+      }
+      texts.push_back(item.get<std::string>());
+    }
+    return texts;
+  }
   [[nodiscard]] const json& array(const char* key) const {
     const json* value = find(key, true);
     if (!value->is_array()) {
@@ -138,7 +161,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   }
   const json document = std::move(*parsed);
 
-  const ObjectReader top(document, "$", file, {"schema", "version", "version_scheme", "components"});
+  const ObjectReader top(document, "$", file, {"schema", "version", "version_scheme", "components", "health_checks"});
   const auto schema = document.find("schema");
   if (schema == document.end()) {
     top.fail("$.schema", "missing");
@@ -153,6 +176,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     manifest.version_scheme = checked(top, "$.version_scheme", [&] { return parse_version_scheme(name); });
   }
   manifest.version = top.string("version", false);
+  manifest.health_checks = top.strings("health_checks");
   if (!manifest.version.empty()) {
     checked(top, "$.version",
             [&] { return Version::parse(manifest.version_scheme.value_or(VersionScheme::semver), manifest.version); });
@@ -169,7 +193,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     const ObjectReader entry(components[i], where, file,
                              {"name", "kind", "source", "destination", "version", "version_scheme", "allow_downgrade",
                               "keep", "checksum", "sha256sums", "signature", "public_key", "remount",
-                              "installed_version_from", "allow_minor_skip"});
+                              "installed_version_from", "allow_minor_skip", "health_checks"});
     ComponentSpec spec;
     spec.name = entry.string("name", true);
     checked(entry, entry.at("name"), [&] {
@@ -203,6 +227,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       spec.installed_version_from =
           checked(entry, entry.at("installed_version_from"), [&] { return parse_installed_version_from(from); });
     }
+    spec.health_checks = entry.strings("health_checks");
     spec.keep = entry.positive("keep").value_or(k_default_keep);
     spec.compare = entry.boolean("checksum") ? Compare::checksum : Compare::quick;
     spec.remount = entry.boolean("remount") ? Remount::yes : Remount::no;  // host integration: --remount for one

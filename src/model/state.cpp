@@ -91,6 +91,33 @@ class Reader {
   std::string m_where;
 };
 
+json optional_object(const std::optional<HealthRecord>& health) {
+  if (!health) {
+    return nullptr;
+  }
+  return json{{"version", health->version}, {"verdict", health->verdict}, {"check", health->check},
+              {"detail", health->detail},   {"time", health->time}};
+}
+
+// An optional list of non-empty strings without control characters (`what` they must be, for the message).
+std::vector<std::string> owed_list(const json& document, const Reader& top, const char* key, const char* what) {
+  std::vector<std::string> list;
+  const auto owed = document.find(key);
+  if (owed == document.end()) {
+    return list;
+  }
+  if (!owed->is_array()) {
+    top.fail(std::string("field '") + key + "' must be an array");
+  }
+  for (const json& item : *owed) {
+    if (!item.is_string() || item.get<std::string>().empty() || has_control_character(item.get<std::string>())) {
+      top.fail(std::string("field '") + key + "' must hold " + what);
+    }
+    list.push_back(item.get<std::string>());
+  }
+  return list;
+}
+
 }  // namespace
 
 void validate_component_name(std::string_view name) {
@@ -128,7 +155,9 @@ std::string to_json_text(const ComponentState& state) {
                       {"owed_restarts", state.owed_restarts},
                       {"rollbacks", state.rollbacks},
                       {"rollback", optional_object(state.rollback)},
-                      {"quarantined", quarantined}};
+                      {"quarantined", quarantined},
+                      {"owed_health_checks", state.owed_health_checks},
+                      {"health", optional_object(state.health)}};
   return document.dump(2) + "\n";
 }
 
@@ -176,17 +205,13 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
     state.last_result =
         LastResult{r.string("command"), r.string("outcome"), r.string("version"), r.string("time"), r.string("message")};
   }
-  // Written since owed restarts were recorded; a state from before has none.
-  if (const auto owed = document.find("owed_restarts"); owed != document.end()) {
-    if (!owed->is_array()) {
-      top.fail("field 'owed_restarts' must be an array");
-    }
-    for (const json& unit : *owed) {
-      if (!unit.is_string() || unit.get<std::string>().empty() || has_control_character(unit.get<std::string>())) {
-        top.fail("field 'owed_restarts' must hold unit names");
-      }
-      state.owed_restarts.push_back(unit.get<std::string>());
-    }
+  // Written since owed restarts (and then owed health checks) were recorded; a state from before has none.
+  state.owed_restarts = owed_list(document, top, "owed_restarts", "unit names");
+  state.owed_health_checks = owed_list(document, top, "owed_health_checks", "health checks");
+  if (const auto health = document.find("health"); health != document.end() && !health->is_null()) {
+    const Reader r(*health, where + " in 'health'");
+    state.health =
+        HealthRecord{r.string("version"), r.string("verdict"), r.string("check"), r.string("detail"), r.string("time")};
   }
   // Written since rollbacks were counted; a state from before has counted none.
   if (const auto rollbacks = document.find("rollbacks"); rollbacks != document.end()) {

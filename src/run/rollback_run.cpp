@@ -52,17 +52,22 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
   return target;
 }
 
-// Records the rollback that `state` now holds, with the restarts it owes, and does them.
-void finish(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
-            ComponentKind kind) {
+// Saves the rollback that `state` now holds with the restarts it makes owed (upgrade does the same).
+void save_with_owed_restarts(const HostRoot& root, const StateStore& store, const HostSteps& host,
+                             ComponentState& state, ComponentKind kind) {
   state.boot_id = read_boot_id(root);
-  // Owed with the switch, in the same save (upgrade does the same).
   for (const auto& unit : host.restarts_owed_by(kind)) {
     if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
       state.owed_restarts.push_back(unit);
     }
   }
   store.save(state);
+}
+
+// Records the rollback that `state` now holds, with the restarts it owes, and does them.
+void finish(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
+            ComponentKind kind) {
+  save_with_owed_restarts(root, store, host, state, kind);
   const LogFields host_phase{{"phase", "host"}};
   host.after_switch(store, {SwitchedComponent{state.component, kind, state.current, true}});
 }
@@ -147,6 +152,33 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   record_rollback(state);
   finish(root, store, host, state, kind);
   return ExitCode::ok;
+}
+
+void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
+                 const std::string& target, Durability durability, const std::string& why) {
+  const ComponentKind kind = parse_component_kind(state.kind);
+  auto installer =
+      make_installer(root, InstallTarget{state.component, kind, state.destination, store.state_dir()}, durability);
+  const bool reconciled = agree_with_host(*installer, state);
+  if (installer->clean_leftovers(&state) || reconciled) {
+    store.save(state);
+  }
+  installer->check_rollback(target, state.current);
+  // As run_rollback(): the intent (with what the caller recorded) first, then the switch, then its record.
+  state.rollback = RollbackIntent{state.current, target, now_rfc3339()};
+  store.save(state);
+  installer->rollback(target, state.current);
+  spdlog::info("{}: rolled back from {} to {}", state.component, state.current, target);
+  const std::optional<LastResult> result = state.last_result;
+  const std::string from = state.current;
+  record_rollback(state);
+  state.last_result = result;  // the caller's: why it switched back
+  for (auto& quarantined : state.quarantined) {
+    if (quarantined.version == from) {
+      quarantined.reason = why;
+    }
+  }
+  save_with_owed_restarts(root, store, host, state, kind);
 }
 
 }  // namespace hoist

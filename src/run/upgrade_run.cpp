@@ -31,6 +31,7 @@
 #include "hoist/util/text.hpp"
 #include "hoist/verify/payload_verification.hpp"
 #include "hoist/verify/sysext_image.hpp"
+#include "health_phase.hpp"
 #include "run_lock.hpp"
 
 namespace hoist {
@@ -260,6 +261,21 @@ void tidy_up(const StateStore& store, Work& work) {
 }
 
 // Host integration: the components as HostSteps::after_switch() takes them.
+// The checks a component's switch makes owed: the run's, then its own.
+std::vector<HealthCheck> checks_of(const Work& work, const UpgradeOptions& options) {
+  std::vector<HealthCheck> checks = options.health.checks;
+  checks.insert(checks.end(), work.item.health_checks.begin(), work.item.health_checks.end());
+  return checks;
+}
+
+std::vector<std::string> names_of(const std::vector<Work>& works) {
+  std::vector<std::string> names;
+  for (const Work& work : works) {
+    names.push_back(work.name());
+  }
+  return names;
+}
+
 std::vector<SwitchedComponent> switched_components(const std::vector<Work>& works) {
   std::vector<SwitchedComponent> switched;
   for (const Work& work : works) {
@@ -313,7 +329,11 @@ UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources) {
     // A squashfs/erofs image or a directory, and a destination named to match.
     sysext_image_name(spec.destination, detect_sysext_image(payload));
   }
-  return UpgradeItem{std::move(spec), std::move(target), std::move(payload)};
+  std::vector<HealthCheck> checks;
+  for (const std::string& text : spec.health_checks) {
+    checks.push_back(parse_health_check(text));
+  }
+  return UpgradeItem{std::move(spec), std::move(target), std::move(payload), std::move(checks)};
 }
 
 namespace {
@@ -459,6 +479,9 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       }
       const LogFields fields{{"phase", "host"}};
       host.after_switch(store, switched_components(works));  // --reboot always
+      // What an earlier run left owed: its checks were cut short (SIGTERM, a kill) or waited for this boot.
+      run_health_phase(context, store, host, names_of(works), options.health, options.probes, options.durability,
+                       k_command);
     }
     return ExitCode::ok;
   }
@@ -493,6 +516,14 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       }
       print_preview(work, work.installer->preview(work.item.payload, work.installed_text(),
                                                   transfer_options(work, nullptr, options)));
+    }
+    for (Work& work : works) {
+      const auto checks = checks_of(work, options);
+      if (work.gate.changes_host() && !checks.empty()) {
+        std::printf("%s: then health checks: %s (units up %llds, at most %llds)\n", work.name().c_str(),
+                    describe(checks).c_str(), static_cast<long long>(options.health.settle.count()),
+                    static_cast<long long>(options.health.timeout.count()));
+      }
     }
     std::printf("dry run: nothing was changed\n");
     return ExitCode::ok;
@@ -581,6 +612,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
           state.owed_restarts.push_back(unit);
         }
       }
+      // Owed with the switch too: a run killed before they pass leaves them to the next (never counted as passed).
+      state.owed_health_checks = specs_of(checks_of(work, options));
       set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());
     } else if (!work.reboot_settled && state.owed_restarts.empty()) {
       set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text());
@@ -594,6 +627,8 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   }
   const LogFields fields{{"phase", "host"}};
   host.after_switch(store, switched_components(works));
+  run_health_phase(context, store, host, names_of(works), options.health, options.probes, options.durability,
+                   k_command);
   return ExitCode::ok;
 }
 

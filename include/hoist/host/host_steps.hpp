@@ -94,8 +94,10 @@ class HostSteps {
   /// (hoist::Failure, exit 1).
   void after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components);
 
- private:
+  /// The host's system bus, connected at the first call (hoist::Failure when it cannot be).
   SystemBus& bus();
+
+ private:
   [[noreturn]] void reboot(const StateStore& store, const std::vector<SwitchedComponent>& components);
   void record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
                       const std::string& message);

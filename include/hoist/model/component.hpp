@@ -77,6 +77,9 @@ struct ComponentSpec {
   AllowMinorSkip allow_minor_skip = AllowMinorSkip::no;
   /// The operator's alone (the command line): a payload's manifest cannot lift a quarantine.
   AllowQuarantined allow_quarantined = AllowQuarantined::no;
+  /// The manifest's `health_checks` of this component, as written (`--health-check` gives the run's); the run
+  /// parses them (host/health_check.hpp), after the switch and its restarts they must pass or it switches back.
+  std::vector<std::string> health_checks;
 };
 
 /// What the operator asks of signatures (`--public-key` and `--require-signature` on the command line), which a

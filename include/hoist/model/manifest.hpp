@@ -34,6 +34,8 @@ struct Manifest {
   /// has payload_version == `version`; `own_version[i]` says which had one.
   std::vector<ComponentSpec> components;
   std::vector<bool> own_version;
+  /// `health_checks`: the checks of every component (`--health-check`), as written; the run parses them.
+  std::vector<std::string> health_checks;
 };
 
 /// Parses manifest text. Every error throws UsageError that names the file and

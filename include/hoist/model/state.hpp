@@ -47,6 +47,15 @@ struct QuarantinedVersion {
   std::string reason;  ///< "rolled back to 1.0.0"
 };
 
+/// The verdict of the health checks on a version (README, "Health checks and automatic rollback").
+struct HealthRecord {
+  std::string version;  ///< the version checked
+  std::string verdict;  ///< passed | failed
+  std::string check;    ///< failed: the check that did not pass
+  std::string detail;   ///< what the check (failed: that check) last saw
+  std::string time;     ///< RFC 3339, UTC
+};
+
 /// What is installed for one component: `<state-dir>/<component>/state.json`.
 struct ComponentState {
   std::string component;
@@ -68,6 +77,12 @@ struct ComponentState {
   std::uint64_t rollbacks = 0;
   std::optional<RollbackIntent> rollback;  ///< a rollback begun by a run that did not record its end
   std::vector<QuarantinedVersion> quarantined;  ///< oldest first
+  /// The health checks still to pass for the current version (their specs, as given): recorded with the switch,
+  /// cleared when they pass, so that a run killed or stopped while they ran leaves them to the next run, which
+  /// checks again (never counted as passed).
+  std::vector<std::string> owed_health_checks;
+  /// The last verdict of the health checks.
+  std::optional<HealthRecord> health;
 };
 
 /// The schema version this build writes; a higher one on disk is refused.

@@ -15,6 +15,8 @@ inline constexpr const char* k_succeeded = "succeeded";
 inline constexpr const char* k_unchanged = "unchanged";
 inline constexpr const char* k_failed = "failed";
 inline constexpr const char* k_refused = "refused";
+/// An upgrade whose health checks failed, switched back to the version before it.
+inline constexpr const char* k_rolled_back = "rolled-back";
 }  // namespace outcome
 
 /// The state of a component hoist has not installed yet: its identity, nothing current.

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "hoist/host/host_actions.hpp"
+#include "hoist/host/host_steps.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/sys/durable_tree.hpp"
 #include "hoist/util/exit_code.hpp"
@@ -25,5 +26,14 @@ struct RollbackOptions {
 /// incomplete is refused with exit 2 naming it. Rolling back to the current
 /// version does nothing. Records the outcome in the state.
 ExitCode run_rollback(const Context& context, const RollbackOptions& options);
+
+/// The switch of run_rollback() for a caller that holds the lock and its HostSteps: switches `state`'s component
+/// from its current version back to `target` (kept, complete, and for sync the previous) with the same intent
+/// record, quarantines the version it leaves (for `why`), makes its restarts owed and saves the state. The last
+/// result stays
+/// what the caller set (why it switches back). What a killed run left is reconciled and cleaned first. Throws like
+/// run_rollback(); the caller does the restarts (HostSteps::after_switch).
+void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
+                 const std::string& target, Durability durability, const std::string& why);
 
 }  // namespace hoist

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hoist/host/health_check.hpp"
 #include "hoist/host/host_actions.hpp"
 #include "hoist/model/component.hpp"
 #include "hoist/model/context.hpp"
@@ -22,11 +23,14 @@ struct UpgradeItem {
   ComponentSpec spec;
   Version target;
   Payload payload;
+  /// The component's own checks (the manifest's `health_checks`), parsed; the run's (UpgradeOptions) come first.
+  std::vector<HealthCheck> health_checks;
 };
 
 /// Resolves a spec: the version from `sources` (agree_on_version), the payload
 /// opened and matched to the kind (tree takes a directory or an archive, sync
-/// a directory, file a file; an archive is one file to the file kind).
+/// a directory, file a file; an archive is one file to the file kind), the
+/// spec's health checks parsed.
 /// Throws UsageError (exit 2), before anything else happens.
 UpgradeItem resolve_item(ComponentSpec spec, const VersionSources& sources);
 
@@ -54,6 +58,9 @@ struct UpgradeOptions {
   double max_unpack_ratio = 0;
   /// The transfer's worker threads (TransferOptions::threads; 0: twice the cores, at most 16).
   unsigned threads = 0;
+  /// --health-check (every component's), --health-settle, --health-timeout; and what the checks need.
+  HealthPolicy health;
+  HealthProbes probes;
 };
 
 /// `hoist upgrade` in the run's order (ARCHITECTURE.md, "The run"): lock, state and gate (one gate for

@@ -1,0 +1,290 @@
+"""Health checks and automatic rollback: after the switch and its restarts, the
+checks must pass or hoist switches back to the previous version, does the
+restarts again, records the verdict and exits 1. Units are checked over a real
+system bus (a dbus-daemon with the systemd test double, which can make a unit
+die or flap after its restart: dbus_mocks/systemd_manager.py); `exec` runs a
+static program from the payload inside the host root; `http` asks a loopback
+server the test runs."""
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import tree_manifest
+from dbus_harness import system_bus  # noqa: F401 (a fixture)
+from payloads import make_tree, manifest_without, state_of, upgrade
+from test_restart_reboot import finish, spawn
+
+SELFTEST = r'''
+#include <stdio.h>
+int main(int argc, char **argv) {
+  (void)argc; (void)argv;
+  if (STATUS != 0) { printf("%s is broken\n", VERSION); }
+  return STATUS;
+}
+'''
+
+
+def selftest(tmp_path, version, status):
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build a static health-check program (the host root has no shell)")
+    source = tmp_path / "selftest.c"
+    source.write_text(SELFTEST)
+    binary = tmp_path / f"selftest-{version}"
+    subprocess.run(["gcc", "-static", "-O1", f"-DSTATUS={status}", f'-DVERSION="{version}"', "-o", str(binary),
+                    str(source)], check=True, capture_output=True)
+    return binary.read_bytes()
+
+
+@pytest.fixture
+def payloads(tmp_path):
+    v1 = make_tree(tmp_path / "payloads/v1", {"bin/app": "one\n"}, 1)
+    v2 = make_tree(tmp_path / "payloads/v2", {"bin/app": "two\n"}, 2)
+    return v1, v2
+
+
+def args(source, version, *extra):
+    return ["--component", "app", "--kind", "tree", "--source", source, "--destination", "/opt/app",
+            "--version", version, *extra]
+
+
+def current(host_root):
+    return os.readlink(host_root / "opt/app/current")
+
+
+FAST = ("--health-settle", "1", "--health-timeout", "4")
+
+
+class Answers(http.server.BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self):  # noqa: N802 (the http.server API)
+        self.send_response(type(self).status)
+        self.end_headers()
+        self.wfile.write(b"checked\n")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def healthz():
+    """A loopback HTTP server whose answer the test sets: server.status."""
+    handler = type("Handler", (Answers,), {"status": 200})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    server.url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
+    server.handler = handler
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+# ---- units ---------------------------------------------------------------------------------------------------------
+
+def test_a_unit_that_fails_after_its_restart_is_rolled_back_and_restarted_on_the_old_version(
+        host_root, payloads, system_bus):
+    v1, v2 = payloads
+    # the unit's second job (2.0.0's restart) dies 300 ms after it started; the first and third are healthy
+    systemd = system_bus.start("systemd_manager", dies={"k3s.service": 300}, sick_jobs=[2])
+    upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s", "--health-check", "unit:k3s", *FAST), check=0)
+    assert state_of(host_root, "app")["health"]["verdict"] == "passed"
+    result = upgrade(host_root, *args(v2, "2.0.0", "--restart", "k3s", "--health-check", "unit:k3s", *FAST), check=1)
+    why = "health check unit:k3s did not pass within 4 s: k3s.service is failed (failed)"
+    assert f"app: {why}; switching back to 1.0.0" in result.stderr
+    assert "app: rolled back from 2.0.0 to 1.0.0" in result.stderr
+    assert current(host_root) == "1.0.0"
+    assert (host_root / "opt/app/current/bin/app").read_text() == "one\n"
+    # restarted for 1.0.0, 2.0.0, and 1.0.0 again
+    assert len(systemd.called("RestartUnit")) == 3
+    state = state_of(host_root, "app")
+    assert state["current"] == "1.0.0" and state["previous"] == "2.0.0"
+    assert state["owed_health_checks"] == [] and state["owed_restarts"] == []
+    assert state["last_result"]["outcome"] == "rolled-back"
+    assert state["last_result"]["version"] == "2.0.0"
+    assert state["last_result"]["message"] == f"{why}; switched back to 1.0.0"
+    assert state["health"]["verdict"] == "failed" and state["health"]["version"] == "2.0.0"
+    assert state["health"]["check"] == "unit:k3s"
+    # hoist status shows the verdict
+    status = json.loads(upgrade_status(host_root))
+    assert status["components"][0]["health"]["verdict"] == "failed"
+
+
+def upgrade_status(host_root):
+    from conftest import run_hoist
+    return run_hoist("--host-root", host_root, "status", "--json", check=0).stdout
+
+
+def test_a_unit_that_flaps_never_settles_and_is_rolled_back(host_root, payloads, system_bus):
+    v1, v2 = payloads
+    system_bus.start("systemd_manager", flaps={"k3s.service": 400}, sick_jobs=[2])
+    upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s"), check=0)
+    result = upgrade(host_root, *args(v2, "2.0.0", "--restart", "k3s", "--health-check", "unit:k3s",
+                                      "--health-settle", "2", "--health-timeout", "4"), check=1)
+    assert "health check unit:k3s did not pass within 4 s: k3s.service is active for 0 s of the 2 s it must stay " \
+           "up, restarted" in result.stderr
+    assert "times by systemd" in result.stderr
+    assert current(host_root) == "1.0.0"
+
+
+def test_a_healthy_unit_passes_and_the_new_version_stays(host_root, payloads, system_bus):
+    v1, v2 = payloads
+    system_bus.start("systemd_manager")
+    upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s"), check=0)
+    result = upgrade(host_root, *args(v2, "2.0.0", "--restart", "k3s", "--health-check", "unit:k3s", *FAST), check=0)
+    assert "health: unit:k3s passed: k3s.service is active for 1 s" in result.stderr
+    assert current(host_root) == "2.0.0"
+    state = state_of(host_root, "app")
+    assert state["health"]["verdict"] == "passed" and state["health"]["version"] == "2.0.0"
+    assert state["owed_health_checks"] == []
+    assert state["last_result"]["outcome"] == "succeeded"
+    # passed once: the identical re-run checks nothing
+    result = upgrade(host_root, *args(v2, "2.0.0", "--restart", "k3s", "--health-check", "unit:k3s", *FAST), check=0)
+    assert "health:" not in result.stderr
+
+
+# ---- exec and http -------------------------------------------------------------------------------------------------
+
+def test_a_payload_whose_own_selftest_fails_is_rolled_back(host_root, tmp_path):
+    v1 = make_tree(tmp_path / "v1", {"bin/selftest": selftest(tmp_path, "1.0.0", 0)}, 1)
+    v2 = make_tree(tmp_path / "v2", {"bin/selftest": selftest(tmp_path, "2.0.0", 3)}, 2)
+    for tree in (v1, v2):
+        (tree / "bin/selftest").chmod(0o755)
+    check = ("--health-check", "exec:/opt/app/current/bin/selftest --quick")
+    upgrade(host_root, *args(v1, "1.0.0", *check, *FAST), check=0)
+    result = upgrade(host_root, *args(v2, "2.0.0", *check, *FAST), check=1)
+    assert "health check exec:/opt/app/current/bin/selftest --quick did not pass within 4 s: exited with 3: " \
+           "2.0.0 is broken; switching back to 1.0.0" in result.stderr
+    assert current(host_root) == "1.0.0"
+
+
+def test_an_http_check_that_answers_an_error_rolls_back(host_root, payloads, healthz):
+    v1, v2 = payloads
+    upgrade(host_root, *args(v1, "1.0.0", "--health-check", f"http:{healthz.url}", *FAST), check=0)
+    healthz.handler.status = 503
+    result = upgrade(host_root, *args(v2, "2.0.0", "--health-check", f"http:{healthz.url}", *FAST), check=1)
+    assert f"health check http:{healthz.url} did not pass within 4 s: answered 503 Service Unavailable" \
+        in result.stderr
+    assert current(host_root) == "1.0.0"
+
+
+def test_a_first_install_that_fails_its_checks_stays_and_keeps_failing_until_healthy(host_root, payloads, healthz):
+    v1, _ = payloads
+    healthz.handler.status = 500
+    check = ("--health-check", f"http:{healthz.url}")
+    result = upgrade(host_root, *args(v1, "1.0.0", *check, *FAST), check=1)
+    assert "no previous version" in result.stderr
+    assert current(host_root) == "1.0.0"
+    assert state_of(host_root, "app")["owed_health_checks"] == [f"http:{healthz.url}"]
+    # the next run checks again: it is owed
+    healthz.handler.status = 200
+    upgrade(host_root, *args(v1, "1.0.0", *check, *FAST), check=0)
+    state = state_of(host_root, "app")
+    assert state["owed_health_checks"] == [] and state["health"]["verdict"] == "passed"
+
+
+# ---- kills and signals during the checks ----------------------------------------------------------------------------
+
+def wait_for_owed(host_root, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = state_of(host_root, "app")
+            if state["current"] == "2.0.0" and state["owed_health_checks"]:
+                return state
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("hoist never recorded its owed health checks")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_run_stopped_during_its_checks_leaves_them_owed_to_the_next_run(host_root, payloads, healthz, sig):
+    v1, v2 = payloads
+    check = ("--health-check", f"http:{healthz.url}", "--health-timeout", "60", "--health-settle", "1")
+    upgrade(host_root, *args(v1, "1.0.0"), check=0)
+    healthz.handler.status = 503
+    process = spawn(host_root, *args(v2, "2.0.0", *check))
+    wait_for_owed(host_root)
+    time.sleep(0.5)  # inside the checks
+    process.send_signal(sig)
+    code, _, err = finish(process)
+    if sig == signal.SIGTERM:
+        assert code == 1 and "stopped by SIGTERM before checking the health of the new version" in err, err
+    else:
+        assert code == -signal.SIGKILL
+    # the new version stays, its checks owed: never counted as passed
+    assert current(host_root) == "2.0.0"
+    assert state_of(host_root, "app")["owed_health_checks"] == [f"http:{healthz.url}"]
+    # SUC's next pod runs the same command: it checks again, and rolls back when they fail
+    result = upgrade(host_root, *args(v2, "2.0.0", "--health-check", f"http:{healthz.url}", *FAST), check=1)
+    assert "switching back to 1.0.0" in result.stderr
+    assert current(host_root) == "1.0.0"
+
+
+def test_owed_checks_that_pass_on_the_rerun_keep_the_new_version(host_root, payloads, healthz):
+    v1, v2 = payloads
+    upgrade(host_root, *args(v1, "1.0.0"), check=0)
+    healthz.handler.status = 503
+    process = spawn(host_root, *args(v2, "2.0.0", "--health-check", f"http:{healthz.url}", "--health-timeout", "60"))
+    wait_for_owed(host_root)
+    process.kill()
+    finish(process)
+    healthz.handler.status = 200
+    result = upgrade(host_root, *args(v2, "2.0.0", "--health-check", f"http:{healthz.url}", *FAST), check=0)
+    assert "nothing to do" in result.stderr and "health: app 2.0.0 healthy" in result.stderr
+    assert current(host_root) == "2.0.0"
+    assert state_of(host_root, "app")["health"]["verdict"] == "passed"
+
+
+# ---- bad input -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("check,why", [
+    ("unit:", "invalid unit name ''"),
+    ("exec:selftest", "the program must be an absolute path on the host"),
+    ("http:http://192.0.2.1/", "the URL must be http:// to a loopback address"),
+    ("tcp:127.0.0.1:80", "unknown kind of check"),
+])
+def test_a_health_check_hoist_cannot_run_is_refused_before_anything_changes(host_root, payloads, check, why):
+    v1, _ = payloads
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, *args(v1, "1.0.0", "--health-check", check), check=2)
+    assert f"invalid --health-check '{check}': {why}" in result.stderr
+    assert tree_manifest(host_root) == before
+
+
+def test_node_ready_outside_a_job_is_refused(host_root, payloads):
+    v1, _ = payloads
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, *args(v1, "1.0.0", "--health-check", "node-ready"), check=2)
+    assert "--health-check node-ready needs SYSTEM_UPGRADE_NODE_NAME" in result.stderr
+    assert tree_manifest(host_root) == before
+
+
+def test_a_manifest_check_is_refused_naming_its_place(host_root, tmp_path):
+    make_tree(tmp_path / "release/app", {"bin/app": "one\n"}, 1)
+    manifest = tmp_path / "release/manifest.json"
+    manifest.write_text(json.dumps({"schema": 1, "version": "1.0.0", "health_checks": ["unit:k3s"], "components": [
+        {"name": "app", "kind": "tree", "source": "app", "destination": "/opt/app",
+         "health_checks": ["exec:/bin/true", "http:http://example.com/"]}]}))
+    before = manifest_without(host_root)
+    result = upgrade(host_root, "--manifest", manifest, check=2)
+    assert f"invalid manifest '{manifest}': $.components[0].health_checks[1]: invalid --health-check " \
+           "'http:http://example.com/'" in result.stderr
+    assert manifest_without(host_root) == before
+
+
+def test_a_dry_run_lists_the_checks(host_root, payloads):
+    v1, _ = payloads
+    result = upgrade(host_root, "--dry-run", *args(v1, "1.0.0", "--health-check", "unit:k3s",
+                                                   "--health-check", "http:http://127.0.0.1:10248/healthz"), check=0)
+    assert "app: then health checks: unit:k3s, http:http://127.0.0.1:10248/healthz (units up 30s, at most 300s)" \
+        in result.stdout

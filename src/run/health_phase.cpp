@@ -1,0 +1,106 @@
+#include "health_phase.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hoist/host/interruption.hpp"
+#include "hoist/model/component.hpp"
+#include "hoist/model/state_update.hpp"
+#include "hoist/run/rollback_run.hpp"
+#include "hoist/util/error.hpp"
+
+namespace hoist {
+
+std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks) {
+  std::vector<std::string> specs;
+  for (const auto& check : checks) {
+    if (std::find(specs.begin(), specs.end(), check.spec) == specs.end()) {
+      specs.push_back(check.spec);
+    }
+  }
+  return specs;
+}
+
+void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
+                      const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
+                      Durability durability, const char* command) {
+  std::vector<ComponentState> owing;
+  HealthPolicy owed = policy;
+  owed.checks.clear();
+  for (const auto& name : names) {
+    auto state = store.load(name);
+    if (!state || state->owed_health_checks.empty()) {
+      continue;
+    }
+    for (const auto& spec : state->owed_health_checks) {
+      HealthCheck check;
+      try {
+        check = parse_health_check(spec);
+      } catch (const UsageError& e) {
+        throw Failure("corrupt state of " + name + ": an owed health check is not one: " + e.what());
+      }
+      if (std::none_of(owed.checks.begin(), owed.checks.end(), [&](const HealthCheck& c) { return c.spec == spec; })) {
+        owed.checks.push_back(std::move(check));
+      }
+    }
+    if (probes.kubelet_version.empty() && state->version_scheme == "k3s") {
+      probes.kubelet_version = state->current;  // node-ready: the kubelet must be the k3s just installed
+    }
+    owing.push_back(std::move(*state));
+  }
+  if (owing.empty()) {
+    return;
+  }
+  std::string targets;
+  for (const auto& state : owing) {
+    targets += (targets.empty() ? "" : ", ") + state.component + " " + state.current;
+  }
+  throw_if_interrupted("checking the health of " + targets);
+  probes.bus = [&host]() -> SystemBus& { return host.bus(); };
+  const HealthVerdict verdict = wait_until_healthy(owed, probes);
+  const std::string now = now_rfc3339();
+
+  if (verdict.healthy) {
+    for (auto& state : owing) {
+      state.owed_health_checks.clear();
+      state.health = HealthRecord{state.current, "passed", "", describe(owed.checks), now};
+      store.save(state);
+    }
+    spdlog::info("health: {} healthy", targets);
+    return;
+  }
+
+  const std::string why = "health check " + verdict.failed_check + " did not pass within " +
+                          std::to_string(policy.timeout.count()) + " s: " + verdict.detail;
+  std::vector<SwitchedComponent> switched;
+  std::string stuck;
+  for (auto& state : owing) {
+    const std::string failed = state.current;
+    state.health = HealthRecord{failed, "failed", verdict.failed_check, verdict.detail, now};
+    if (state.previous.empty()) {
+      // Nothing to go back to: the debt stays, so every run checks again and fails until the version is healthy.
+      set_last_result(state, command, outcome::k_failed, failed, why + "; no previous version to switch back to");
+      store.save(state);
+      stuck += (stuck.empty() ? "" : ", ") + state.component + " " + failed;
+      continue;
+    }
+    const std::string target = state.previous;
+    spdlog::error("{}: {}; switching back to {}", state.component, why, target);
+    state.owed_health_checks.clear();
+    set_last_result(state, command, outcome::k_rolled_back, failed, why + "; switched back to " + target);
+    switch_back(context.root(), store, host, state, target, durability, why);
+    switched.push_back(SwitchedComponent{state.component, parse_component_kind(state.kind), target, true});
+  }
+  if (!switched.empty()) {
+    host.after_switch(store, switched);
+  }
+  std::string back;
+  for (const auto& component : switched) {
+    back += (back.empty() ? "" : ", ") + component.name + " " + component.version;
+  }
+  throw Failure(why + (back.empty() ? "" : "; switched back to " + back) +
+                (stuck.empty() ? "" : "; " + stuck + " stays, with no previous version"));
+}
+
+}  // namespace hoist

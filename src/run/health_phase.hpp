@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hoist/host/health_check.hpp"
+#include "hoist/host/host_steps.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/model/state.hpp"
+#include "hoist/sys/durable_tree.hpp"
+
+namespace hoist {
+
+/// The health phase of a run (ARCHITECTURE.md, "The run"), after its host steps: the checks that the components
+/// `names` still owe (ComponentState::owed_health_checks, recorded with their switch) are run until they pass or
+/// `policy.timeout` runs out. Passed: the debt is cleared and the verdict recorded. Failed: every component that
+/// owed them is switched back to its previous version as `hoist rollback` does (switch_back), its restarts are
+/// done again (or the reboot asked for, per `--reboot`), the verdict and a `rolled-back` result naming the check and
+/// what it saw are recorded, and hoist::Failure (exit 1) is thrown. A component with no previous version keeps its
+/// debt and fails the run. SIGTERM during the checks throws Interrupted with the debt still recorded.
+void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
+                      const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
+                      Durability durability, const char* command);
+
+/// The specs of `checks`, as owed in the state.
+std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks);
+
+}  // namespace hoist
