@@ -17,8 +17,10 @@ import time
 
 import pytest
 
-from conftest import tree_manifest
+from conftest import HOIST_BIN, SANITIZER_ENV, run_hoist, tree_manifest
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
+from fake_apiserver import NODE_API, Cluster, FakeApiServer
+from prepare_harness import can_fake_service_account, make_service_account, pki  # noqa: F401 (a fixture)
 from payloads import make_tree, manifest_without, state_of, upgrade
 from test_restart_reboot import finish, spawn
 
@@ -114,13 +116,14 @@ def test_a_unit_that_fails_after_its_restart_is_rolled_back_and_restarted_on_the
     assert state["health"]["verdict"] == "failed" and state["health"]["version"] == "2.0.0"
     assert state["health"]["check"] == "unit:k3s"
     # hoist status shows the verdict
-    status = json.loads(upgrade_status(host_root))
+    status = json.loads(status_of(host_root, "--json"))
     assert status["components"][0]["health"]["verdict"] == "failed"
+    text = status_of(host_root)
+    assert f"  health:   2.0.0 failed at {state['health']['time']}: unit:k3s: k3s.service is failed (failed)\n" in text
 
 
-def upgrade_status(host_root):
-    from conftest import run_hoist
-    return run_hoist("--host-root", host_root, "status", "--json", check=0).stdout
+def status_of(host_root, *extra):
+    return run_hoist("--host-root", host_root, "status", *extra, check=0).stdout
 
 
 def test_a_unit_that_flaps_never_settles_and_is_rolled_back(host_root, payloads, system_bus):
@@ -224,6 +227,7 @@ def test_a_run_stopped_during_its_checks_leaves_them_owed_to_the_next_run(host_r
     # the new version stays, its checks owed: never counted as passed
     assert current(host_root) == "2.0.0"
     assert state_of(host_root, "app")["owed_health_checks"] == [f"http:{healthz.url}"]
+    assert f"  checks owed for 2.0.0: http:{healthz.url}\n" in status_of(host_root)
     # SUC's next pod runs the same command: it checks again, and rolls back when they fail
     result = upgrade(host_root, *args(v2, "2.0.0", "--health-check", f"http:{healthz.url}", *FAST), check=1)
     assert "switching back to 1.0.0" in result.stderr
@@ -288,3 +292,78 @@ def test_a_dry_run_lists_the_checks(host_root, payloads):
                                                    "--health-check", "http:http://127.0.0.1:10248/healthz"), check=0)
     assert "app: then health checks: unit:k3s, http:http://127.0.0.1:10248/healthz (units up 30s, at most 300s)" \
         in result.stdout
+
+
+# ---- node-ready, against the fake API server -----------------------------------------------------------------------
+
+def upgrade_in_cluster(sa_dir, server, host_root, *arguments, node="n1"):
+    """hoist upgrade as in a SUC Job: the service account at its real path (a bind mount in a private mount
+    namespace), KUBERNETES_SERVICE_HOST/PORT and SYSTEM_UPGRADE_NODE_NAME set."""
+    script = ('mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && '
+              'mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(sa_dir),
+            HOIST_BIN, "--host-root", str(host_root), "upgrade", *map(str, arguments)]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SANITIZER_ENV, "KUBERNETES_SERVICE_HOST": server.host,
+           "KUBERNETES_SERVICE_PORT": str(server.port), "SYSTEM_UPGRADE_NODE_NAME": node}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
+def set_ready(cluster, name, status, kubelet=None):
+    def change(node):
+        node["status"]["conditions"] = [{"type": "MemoryPressure", "status": "False"},
+                                        {"type": "Ready", "status": status,
+                                         "reason": "KubeletReady" if status == "True" else "KubeletNotReady"}]
+        if kubelet:
+            node["status"]["nodeInfo"]["kubeletVersion"] = kubelet
+    cluster.update(NODE_API, name, change)
+
+
+@pytest.fixture
+def node_cluster(host_root, tmp_path, pki):
+    if not can_fake_service_account():
+        pytest.skip("needs root and unshare -m to put a service account at its real path")
+    cluster = Cluster(tokens=("token-1",))
+    cluster.add_node("n1", kubelet="v1.30.0+k3s1")
+    set_ready(cluster, "n1", "True")
+    with FakeApiServer(cluster, pki) as server:
+        sa_dir = make_service_account(tmp_path / "sa", pki["ca"], "token-1")
+        yield cluster, server, sa_dir
+
+
+def k3s_args(source, version, *extra):
+    return ["--component", "app", "--kind", "tree", "--source", source, "--destination", "/opt/app",
+            "--version", version, "--version-scheme", "k3s", "--health-check", "node-ready", *extra]
+
+
+def test_node_ready_waits_for_the_kubelet_of_the_new_version(host_root, payloads, node_cluster):
+    cluster, server, sa_dir = node_cluster
+    v1, v2 = payloads
+    result = upgrade_in_cluster(sa_dir, server, host_root, *k3s_args(v1, "v1.30.0+k3s1", *FAST))
+    assert result.returncode == 0, result.stderr
+    assert "health: node-ready passed: node 'n1' is Ready (kubelet v1.30.0+k3s1)" in result.stderr
+    # the node comes back Ready on the new kubelet two seconds after the switch
+    set_ready(cluster, "n1", "False")
+    timer = threading.Timer(2.0, set_ready, (cluster, "n1", "True", "v1.30.1+k3s1"))
+    timer.start()
+    try:
+        result = upgrade_in_cluster(sa_dir, server, host_root,
+                                    *k3s_args(v2, "v1.30.1+k3s1", "--health-settle", "1", "--health-timeout", "30"))
+    finally:
+        timer.cancel()
+    assert result.returncode == 0, result.stderr
+    assert "health: node-ready not yet: node 'n1' is not Ready (Ready=False, KubeletNotReady; kubelet " \
+           "v1.30.0+k3s1)" in result.stderr
+    assert "health: node-ready passed: node 'n1' is Ready (kubelet v1.30.1+k3s1)" in result.stderr
+    assert current(host_root) == "v1.30.1+k3s1"
+    assert "token-1" not in result.stderr
+
+
+def test_a_node_ready_on_the_old_kubelet_is_not_healthy(host_root, payloads, node_cluster):
+    cluster, server, sa_dir = node_cluster
+    v1, v2 = payloads
+    assert upgrade_in_cluster(sa_dir, server, host_root, *k3s_args(v1, "v1.30.0+k3s1", *FAST)).returncode == 0
+    result = upgrade_in_cluster(sa_dir, server, host_root, *k3s_args(v2, "v1.30.1+k3s1", *FAST))
+    assert result.returncode == 1, result.stderr
+    assert "health check node-ready did not pass within 4 s: node 'n1' is Ready but its kubelet v1.30.0+k3s1 is " \
+           "not v1.30.1+k3s1; switching back to v1.30.0+k3s1" in result.stderr
+    assert current(host_root) == "v1.30.0+k3s1"

@@ -31,6 +31,18 @@ void print_text(const ComponentState& state) {
   for (const auto& q : state.quarantined) {
     std::printf("  quarantined: %s since %s (%s)\n", q.version.c_str(), q.since.c_str(), q.reason.c_str());
   }
+  if (state.health) {
+    const auto& h = *state.health;
+    std::printf("  health:   %s %s at %s: %s%s%s\n", h.version.c_str(), h.verdict.c_str(), h.time.c_str(),
+                h.check.c_str(), h.check.empty() ? "" : ": ", h.detail.c_str());
+  }
+  if (!state.owed_health_checks.empty()) {
+    std::string owed;
+    for (const auto& check : state.owed_health_checks) {
+      owed += (owed.empty() ? "" : ", ") + check;
+    }
+    std::printf("  checks owed for %s: %s\n", state.current.c_str(), owed.c_str());
+  }
   if (state.pending_reboot) {
     std::printf("  pending reboot to %s (requested at %s from boot %s)\n", state.pending_reboot->target.c_str(),
                 state.pending_reboot->requested_at.c_str(), state.pending_reboot->boot_id.c_str());
