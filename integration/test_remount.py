@@ -307,3 +307,31 @@ def _pod_scenario(hostfs, pod_root, payload):
         print(json.dumps(report))
     finally:
         host.stop()
+
+
+def test_a_switch_back_after_failed_health_checks_remounts_again(tmp_path, payload):
+    # after_switch() puts the mount back read-only before the checks; the switch back must make it writable again
+    host = tmp_path / "host"
+    host_skeleton(host)
+    (tmp_path / "backing").mkdir()
+    v2 = tmp_path / "v2"
+    (v2 / "bin").mkdir(parents=True)
+    (v2 / "bin/app").write_text("broken\n")
+    common = ["--component", "app", "--kind", "tree", "--destination", "/opt/app", "--remount"]
+    script = textwrap.dedent(f"""
+        mount --bind {tmp_path}/backing {host}/opt
+        mount -o remount,bind,ro {host}/opt
+        export HOIST_HOST_MOUNT_NAMESPACE=/proc/self/ns/mnt
+        {hoist_cmd(host, "upgrade", *common, "--source", payload, "--version", "1.0.0")}
+        {hoist_cmd(host, "upgrade", *common, "--source", v2, "--version", "2.0.0",
+                   "--health-check", "http:http://127.0.0.1:1/", "--health-timeout", "1")} && exit 9 || echo "rc=$?"
+        readlink {host}/opt/app/current
+        grep " {host}/opt " /proc/self/mountinfo
+    """)
+    result = in_namespace(script)
+    assert result.returncode == 0, result
+    assert "rc=1\n1.0.0\n" in result.stdout, result
+    assert "switching back to 1.0.0" in result.stderr
+    assert "app: rolled back from 2.0.0 to 1.0.0" in result.stderr
+    per_mount, _ = mount_options(result.stdout, host / "opt")
+    assert per_mount.startswith("ro"), per_mount

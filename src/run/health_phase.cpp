@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "hoist/host/interruption.hpp"
+#include "hoist/host/writable_mounts.hpp"
 #include "hoist/model/component.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/run/rollback_run.hpp"
@@ -24,7 +25,7 @@ std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks) {
 
 void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
                       const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
-                      Durability durability, const char* command) {
+                      Durability durability, Remount remount, const char* command) {
   std::vector<ComponentState> owing;
   HealthPolicy owed = policy;
   owed.checks.clear();
@@ -75,6 +76,18 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
                           std::to_string(policy.timeout.count()) + " s: " + verdict.detail;
   std::vector<SwitchedComponent> switched;
   std::string stuck;
+  if (remount == Remount::yes) {
+    std::vector<std::string> paths;
+    for (const auto& state : owing) {
+      if (!state.previous.empty()) {
+        const auto written =
+            paths_written(parse_component_kind(state.kind), state.destination, store.component_dir(state.component));
+        paths.insert(paths.end(), written.begin(), written.end());
+      }
+    }
+    host.make_writable(paths);
+  }
+  host.forget_confirmed_reboot();
   for (auto& state : owing) {
     const std::string failed = state.current;
     state.health = HealthRecord{failed, "failed", verdict.failed_check, verdict.detail, now};

@@ -17,10 +17,11 @@ namespace hoist {
 /// owed them is switched back to its previous version as `hoist rollback` does (switch_back), its restarts are
 /// done again (or the reboot asked for, per `--reboot`), the verdict and a `rolled-back` result naming the check and
 /// what it saw are recorded, and hoist::Failure (exit 1) is thrown. A component with no previous version keeps its
-/// debt and fails the run. SIGTERM during the checks throws Interrupted with the debt still recorded.
+/// debt and fails the run. SIGTERM during the checks throws Interrupted with the debt still recorded. With
+/// `remount`, the mounts a switch back writes are made writable again (after_switch() made them read-only).
 void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
                       const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
-                      Durability durability, const char* command);
+                      Durability durability, Remount remount, const char* command);
 
 /// The specs of `checks`, as owed in the state.
 std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks);

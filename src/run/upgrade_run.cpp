@@ -268,6 +268,14 @@ std::vector<HealthCheck> checks_of(const Work& work, const UpgradeOptions& optio
   return checks;
 }
 
+// Whether a switch back may need mounts made writable: --remount, or a component's manifest `remount`.
+Remount remount_of(const std::vector<Work>& works, const UpgradeOptions& options) {
+  const bool any = options.host.remount == Remount::yes ||
+                   std::any_of(works.begin(), works.end(),
+                               [](const Work& work) { return work.item.spec.remount == Remount::yes; });
+  return any ? Remount::yes : Remount::no;
+}
+
 std::vector<std::string> names_of(const std::vector<Work>& works) {
   std::vector<std::string> names;
   for (const Work& work : works) {
@@ -481,7 +489,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       host.after_switch(store, switched_components(works));  // --reboot always
       // What an earlier run left owed: its checks were cut short (SIGTERM, a kill) or waited for this boot.
       run_health_phase(context, store, host, names_of(works), options.health, options.probes, options.durability,
-                       k_command);
+                       remount_of(works, options), k_command);
     }
     return ExitCode::ok;
   }
@@ -628,7 +636,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   const LogFields fields{{"phase", "host"}};
   host.after_switch(store, switched_components(works));
   run_health_phase(context, store, host, names_of(works), options.health, options.probes, options.durability,
-                   k_command);
+                   remount_of(works, options), k_command);
   return ExitCode::ok;
 }
 

@@ -97,6 +97,10 @@ class HostSteps {
   /// The host's system bus, connected at the first call (hoist::Failure when it cannot be).
   SystemBus& bus();
 
+  /// A switch back after this run confirmed a reboot (failed health checks): under `--reboot always` it needs a
+  /// boot of its own, which the confirmation would otherwise skip.
+  void forget_confirmed_reboot() noexcept { m_reboot_confirmed = false; }
+
  private:
   [[noreturn]] void reboot(const StateStore& store, const std::vector<SwitchedComponent>& components);
   void record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
