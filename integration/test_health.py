@@ -120,6 +120,14 @@ def test_a_unit_that_fails_after_its_restart_is_rolled_back_and_restarted_on_the
     assert status["components"][0]["health"]["verdict"] == "failed"
     text = status_of(host_root)
     assert f"  health:   2.0.0 failed at {state['health']['time']}: unit:k3s: k3s.service is failed (failed)\n" in text
+    # quarantined: SUC's next pod, or a Plan edit, does not install the version just backed out
+    assert [q["version"] for q in state["quarantined"]] == ["2.0.0"]
+    assert state["quarantined"][0]["reason"] == why
+    before = tree_manifest(host_root / "opt")
+    result = upgrade(host_root, *args(v2, "2.0.0", "--restart", "k3s", "--health-check", "unit:k3s", *FAST), check=3)
+    assert "refusing 2.0.0: it is quarantined since" in result.stderr and why in result.stderr
+    assert tree_manifest(host_root / "opt") == before
+    assert len(systemd.called("RestartUnit")) == 3
 
 
 def status_of(host_root, *extra):
