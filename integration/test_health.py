@@ -375,3 +375,45 @@ def test_a_node_ready_on_the_old_kubelet_is_not_healthy(host_root, payloads, nod
     assert "health check node-ready did not pass within 4 s: node 'n1' is Ready but its kubelet v1.30.0+k3s1 is " \
            "not v1.30.1+k3s1; switching back to v1.30.0+k3s1" in result.stderr
     assert current(host_root) == "v1.30.0+k3s1"
+
+
+# ---- an upgrade that reboots ---------------------------------------------------------------------------------------
+
+def test_a_version_that_boots_unhealthy_is_switched_back_and_rebooted_once(host_root, payloads, system_bus, healthz):
+    from test_restart_reboot import BOOT_1, BOOT_2, set_boot_id
+    v1, v2 = payloads
+    logind = system_bus.start("logind_manager")
+    system_bus.start("systemd_manager")
+    set_boot_id(host_root, BOOT_1)
+    upgrade(host_root, *args(v1, "1.0.0"), check=0)
+    command = args(v2, "2.0.0", "--reboot", "if-needed", "--health-check", f"http:{healthz.url}", *FAST)
+    # the upgrade asks for the reboot; the checks are owed to the run after the boot
+    process = spawn(host_root, *command)
+    logind.wait_for_call("RebootWithFlags")
+    process.send_signal(signal.SIGTERM)
+    assert finish(process)[0] == 1
+    assert state_of(host_root, "app")["owed_health_checks"] == [f"http:{healthz.url}"]
+    # the host boots into 2.0.0, which is not healthy: the run after the boot switches back and reboots again
+    set_boot_id(host_root, BOOT_2)
+    healthz.handler.status = 503
+    process = spawn(host_root, *command)
+    deadline = time.monotonic() + 30
+    while len(logind.called("RebootWithFlags")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(logind.called("RebootWithFlags")) == 2
+    process.send_signal(signal.SIGTERM)
+    code, _, err = finish(process)
+    assert code == 1
+    assert "app: the host rebooted into 2.0.0 (boot id" in err
+    assert "switching back to 1.0.0" in err
+    assert "rebooting for app 1.0.0 (--reboot if-needed;" in err
+    assert current(host_root) == "1.0.0"
+    # the host boots into 1.0.0: the same command confirms that boot, refuses the quarantined 2.0.0 (exit 3) and
+    # does not reboot again: no loop
+    set_boot_id(host_root, "33333333-2222-4333-8444-555555555555")
+    result = upgrade(host_root, *command, check=3)
+    assert "refusing 2.0.0: it is quarantined since" in result.stderr
+    assert len(logind.called("RebootWithFlags")) == 2
+    state = state_of(host_root, "app")
+    assert state["current"] == "1.0.0" and not state.get("pending_reboot")
+    assert state["health"]["verdict"] == "failed" and state["health"]["version"] == "2.0.0"
