@@ -16,7 +16,11 @@ after the next boot, and two power cuts (QEMU killed while a large tree is
 staged, and the moment its `current` link switches) after which the tree is
 the old or the new version whole and a re-run completes; then, in the last
 boot, a k3s the installer put there before hoist (newer than the payload: the
-gate asks the binary) and a restart that fails once and is owed to the re-run.
+gate asks the binary) and a restart that fails once and is owed to the re-run;
+then health checks: an upgrade whose unit stays up passes, and one to a
+version whose service fails after the reboot is switched back by the run after
+the boot, which reboots into the old version; the run after that boot refuses
+the quarantined version and does not reboot again (two boots more).
 
 Skipped (exit 77, with the reason) when QEMU or the tools that make the disks
 are missing, or when the image is not cached and cannot be built (not root).
@@ -89,6 +93,14 @@ def _flaky_binary(version):
             "exec sleep infinity\n")
 
 
+def _health_binary(version, healthy):
+    # 2.0.0 is the broken release: its service exits 1 as soon as it starts
+    return ("#!/bin/sh\n"
+            "mkdir -p /run/hoist-health\n"
+            f'echo "{version} $$" >/run/hoist-health/version\n'
+            + ("exec sleep infinity\n" if healthy else "exit 1\n"))
+
+
 def _sysext_image(work, path, version):
     tree = work / f"ext-tree-{version}"
     _write(tree / "usr/lib/extension-release.d/extension-release.hoist-demo", EXT_RELEASE, version=version)
@@ -146,6 +158,9 @@ def _make_test_disk(work, image):
         _write(top / name / "k3s", _k3s_binary(version), 0o755)
     for version in ("1.0.0", "2.0.0"):
         _write(top / f"flaky-{version}/hoist-flaky", _flaky_binary(version), 0o755, version)
+    shutil.copy2(VM_DIR / "hoist-health.service", top / "hoist-health.service")
+    for version, healthy in (("1.0.0", True), ("1.5.0", True), ("2.0.0", False)):
+        _write(top / f"svc-{version}/hoist-health", _health_binary(version, healthy), 0o755)
     (top / "driver").chmod(0o755)
     for version in ("1.0.0", "2.0.0"):
         release = top / f"release-{version}"
@@ -346,12 +361,13 @@ def test_the_vm_ran_every_phase_in_turn(vm):
     errors = vm.event("ERROR")
     assert not errors, f"the driver failed: {errors}\n{vm.summary()}\nlogs in {vm.log_dir}"
     phases = [rest for _, kind, rest in vm.events if kind == "PHASE"]
-    assert phases == ["install-upgrade", "after-reboot", "after-rollback", "after-cut-1", "after-cut-2"], vm.summary()
+    assert phases == ["install-upgrade", "after-reboot", "after-rollback", "after-cut-1", "after-cut-2",
+                      "health-after-boot", "health-after-rollback"], vm.summary()
     assert vm.outcomes == ["cut", "cut", "poweroff"], vm.summary()
     assert vm.event("DONE"), vm.summary()
-    # a new boot id at every boot: two reboots through logind, two power cuts
+    # a new boot id at every boot: four reboots through logind, two power cuts
     ids = [vm.fact(p, "boot.id") for p in phases]
-    assert len(set(ids)) == 5, ids
+    assert len(set(ids)) == 7, ids
 
 
 def test_an_upgrade_with_restart_makes_the_new_file_and_sysext_live(vm):
@@ -492,3 +508,36 @@ def test_a_failed_restart_is_owed_and_done_by_the_identical_rerun(vm):
     assert paid["last_result"]["outcome"] == "succeeded", paid
     assert vm.fact(p, "flaky.r2").split() == ["2.0.0", vm.fact(p, "flaky.r2_main_pid")]
     assert vm.fact(p, "flaky.r2_active") == "active"
+
+
+def test_a_healthy_upgrade_passes_its_checks(vm):
+    p = "after-cut-2"
+    assert vm.fact(p, "svc_install.rc") == "0", vm.log("svc_install")
+    assert vm.fact(p, "svc_healthy.rc") == "0", vm.log("svc_healthy")
+    assert "health: unit:hoist-health.service passed: hoist-health.service is active for" in vm.log("svc_healthy")
+    state = json.loads(vm.fact(p, "svc.healthy_status"))["components"][0]
+    assert state["current"] == "1.5.0" and state["health"]["verdict"] == "passed", state
+    assert vm.fact(p, "svc.healthy_written").split()[0] == "1.5.0"
+
+
+def test_a_version_whose_service_fails_after_the_reboot_is_switched_back_and_booted_out(vm):
+    # the upgrade to 2.0.0 asked for the reboot with its check owed
+    assert vm.facts["after-cut-2"].get("svc_broken.rc") != "0", vm.log("svc_broken")
+    p = "health-after-boot"
+    assert vm.fact(p, "health.unit_at_boot") == "failed"
+    log = vm.log("health_boot")
+    assert "svc: the host rebooted into 2.0.0" in log, log
+    assert "health check unit:hoist-health.service did not pass within 20 s: hoist-health.service is failed " \
+           "(failed); switching back to 1.5.0" in log, log
+    assert "rebooting for svc 1.5.0 (--reboot if-needed;" in log, log
+    q = "health-after-rollback"
+    assert vm.fact(q, "boot.previous_id") == vm.fact(p, "boot.id")
+    assert vm.fact(q, "health_again.rc") == "3", vm.log("health_again")
+    assert "refusing 2.0.0: it is quarantined since" in vm.log("health_again")
+    assert vm.fact(q, "health.final_link") == "/var/lib/hoist/svc/1.5.0/hoist-health"
+    assert vm.fact(q, "health.final_written").split() == ["1.5.0", vm.fact(q, "health.final_main_pid")]
+    assert vm.fact(q, "health.final_active") == "active"
+    state = json.loads(vm.fact(q, "health.final_status"))["components"][0]
+    assert state["current"] == "1.5.0" and not state.get("pending_reboot"), state
+    assert state["health"]["verdict"] == "failed" and state["health"]["version"] == "2.0.0", state
+    assert [q["version"] for q in state["quarantined"]] == ["2.0.0"], state
