@@ -164,10 +164,8 @@ void LinkedVersionInstaller::publish(const HostDir& versions, const std::string&
 TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, const HostDir& dir,
                                                         const std::string& name, bool replaces,
                                                         const TransferOptions& options) {
-  Fd source(::open(payload.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!source) {
-    throw Failure(system_message("open " + in_quotes(payload.path().string()), errno));
-  }
+  // The file that verification hashed, whatever is at the payload's path by now.
+  const Fd source = payload.reopen();
   TransferStats stats;
   (replaces ? stats.files_changed : stats.files_added) = 1;
   struct stat st {};
@@ -182,6 +180,7 @@ TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, 
   };
   // copy_file_to fsyncs the file; publish() makes its rename durable.
   stats.bytes_written = copy_file_to(source.get(), dir.fd(), name, dir.display(name), progress).value();
+  payload.check_unchanged();
   (replaces ? stats.bytes_changed : stats.bytes_added) = stats.bytes_total;
   stats.bytes_done = stats.bytes_total;
   return stats;
@@ -199,7 +198,8 @@ TransferStats LinkedVersionInstaller::preview_payload_file(const Payload& payloa
     return stats;
   }
   auto theirs = sha256_file(versions->fd(), installed);
-  auto ours = sha256_file(AT_FDCWD, payload.path().string());
+  const Fd file = payload.reopen();
+  auto ours = sha256_fd(file.get(), payload.path().string());
   if (theirs && ours && *theirs == *ours) {
     stats.files_unchanged = 1;
   } else {

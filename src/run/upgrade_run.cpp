@@ -56,6 +56,8 @@ struct Work {
   bool reboot_settled = false;
   /// Where `installed` came from when hoist's state did not say it (--installed-version-from), for messages.
   std::string installed_from;
+  /// The SHA256SUMS the payload was verified against, to check the staged copy of a directory payload with.
+  std::optional<Sha256Sums> sums;
 
   [[nodiscard]] const std::string& name() const { return item.spec.name; }
   [[nodiscard]] std::string installed_text() const { return state ? state->current : std::string(); }
@@ -196,6 +198,11 @@ TransferOptions transfer_options(const Work& work, ProgressReporter* progress, c
   options.threads = run.threads;
   if (progress != nullptr) {
     options.on_progress = [progress](const TransferStats& stats) { progress->update(stats); };
+  }
+  if (work.sums) {
+    options.check_staged = [&work](int staging_dir) {
+      verify_staged_tree(*work.sums, work.item.spec, work.item.payload, staging_dir);
+    };
   }
   return options;
 }
@@ -499,7 +506,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     for (Work& work : works) {
       const LogFields fields = phase_fields(work, "verify");
       if (work.gate.changes_host() && !work.item.spec.sha256sums.empty()) {
-        verify_payload(work.item.spec, work.item.payload);
+        work.sums = verify_payload(work.item.spec, work.item.payload);
         spdlog::info("{}: verified {} against {}{}", work.name(), work.item.payload.path().string(),
                      work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
       }

@@ -122,11 +122,14 @@ bool entry_has_xattr(archive_entry* entry, std::string_view name) {
 }  // namespace
 
 Expected<ArchiveReader> ArchiveReader::open(const std::filesystem::path& path) {
-  const std::string display = path.string();
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!fd) {
-    return sys_error("open archive " + in_quotes(display));
+    return sys_error("open archive " + in_quotes(path.string()));
   }
+  return open(std::move(fd), path.string());
+}
+
+Expected<ArchiveReader> ArchiveReader::open(Fd fd, std::string display) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     return sys_error("stat archive " + in_quotes(display));

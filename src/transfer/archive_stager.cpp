@@ -77,7 +77,7 @@ class CompressionCheck {
 class ArchiveStager {
  public:
   ArchiveStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
-      : m_reader(checked(ArchiveReader::open(payload.path()))),
+      : m_reader(checked(ArchiveReader::open(payload.reopen(), payload.path().string()))),
         m_archive(payload.path().string()),
         m_index(m_archive),
         m_options(options),

@@ -344,13 +344,26 @@ class DirectoryStager : PayloadWalk {
 }  // namespace transfer
 
 TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options) {
+  TransferStats stats;
   switch (payload.type()) {
-    case PayloadType::directory: return transfer::DirectoryStager(payload, staging_dir, link_dest, options).run();
-    case PayloadType::archive: return transfer::stage_archive(payload, staging_dir, link_dest, options);
-    case PayloadType::file: break;
+    case PayloadType::directory:
+      stats = transfer::DirectoryStager(payload, staging_dir, link_dest, options).run();
+      break;
+    case PayloadType::archive:
+      stats = transfer::stage_archive(payload, staging_dir, link_dest, options);
+      break;
+    case PayloadType::file:
+      throw UsageError("cannot stage '" + payload.path().string() +
+                       "' as a tree: it is neither a directory nor an archive");
   }
-  throw UsageError("cannot stage '" + payload.path().string() +
-                   "' as a tree: it is neither a directory nor an archive");
+  if (options.dry_run == DryRun::no) {
+    // The archive was read through the file verification hashed: unwritten since, it gave the same bytes.
+    payload.check_unchanged();
+    if (options.check_staged) {
+      options.check_staged(staging_dir);
+    }
+  }
+  return stats;
 }
 
 }  // namespace hoist

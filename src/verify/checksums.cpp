@@ -346,11 +346,18 @@ void compare(std::string_view name, const std::string& expected, std::string_vie
 }  // namespace
 
 void verify_file(const Sha256Sums& sums, std::string_view name, const std::filesystem::path& file) {
+  if (!sums.expected_for(name)) {
+    throw_not_listed(sums, name);
+  }
+  verify_digest(sums, name, sha256_file(AT_FDCWD, file.string()).value());
+}
+
+void verify_digest(const Sha256Sums& sums, std::string_view name, std::string_view actual_hex) {
   const std::optional<std::string> expected = sums.expected_for(name);
   if (!expected) {
     throw_not_listed(sums, name);
   }
-  compare(name, *expected, sha256_file(AT_FDCWD, file.string()).value());
+  compare(name, *expected, actual_hex);
 }
 
 bool Sha256Verifier::expect(std::string_view name) const {

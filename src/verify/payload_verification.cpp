@@ -8,6 +8,7 @@
 
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/fd.hpp"
 #include "hoist/verify/checksums.hpp"
 #include "hoist/util/text.hpp"
 
@@ -22,16 +23,19 @@ bool same_file(const fs::path& a, const fs::path& b) {
   return !b.empty() && fs::equivalent(a, b, error);
 }
 
-void verify_tree(const ComponentSpec& spec, const fs::path& root, Sha256Verifier& verifier) {
+// Checks every regular file under `walked` (the payload itself, or a copy of it) as the payload file of
+// the same relative name under `payload_root`.
+void verify_tree(const ComponentSpec& spec, const fs::path& walked, const fs::path& payload_root,
+                 Sha256Verifier& verifier) {
   std::error_code error;
-  fs::recursive_directory_iterator it(root, fs::directory_options::none, error);
+  fs::recursive_directory_iterator it(walked, fs::directory_options::none, error);
   if (error) {
-    throw Failure(system_message("list " + in_quotes(root.string()), error.value()));
+    throw Failure(system_message("list " + in_quotes(walked.string()), error.value()));
   }
   uint64_t files = 0;
   for (const fs::recursive_directory_iterator end; it != end; it.increment(error)) {
     if (error) {
-      throw Failure(system_message("list " + in_quotes(root.string()), error.value()));
+      throw Failure(system_message("list " + in_quotes(walked.string()), error.value()));
     }
     const fs::directory_entry& entry = *it;
     // Symlinks are never followed (directory_options::none does not descend
@@ -39,10 +43,11 @@ void verify_tree(const ComponentSpec& spec, const fs::path& root, Sha256Verifier
     if (!entry.is_regular_file(error) || entry.is_symlink(error)) {
       continue;
     }
-    if (same_file(entry.path(), spec.sha256sums) || same_file(entry.path(), spec.signature)) {
+    const std::string name = entry.path().lexically_relative(walked).generic_string();
+    const fs::path in_payload = payload_root / name;
+    if (same_file(in_payload, spec.sha256sums) || same_file(in_payload, spec.signature)) {
       continue;
     }
-    const std::string name = entry.path().lexically_relative(root).generic_string();
     auto digest = sha256_file(AT_FDCWD, entry.path().string());
     if (!digest) {
       throw Failure(digest.error().message);
@@ -51,22 +56,43 @@ void verify_tree(const ComponentSpec& spec, const fs::path& root, Sha256Verifier
     ++files;
   }
   verifier.finish();
-  spdlog::debug("{}: {} payload files match '{}'", spec.name, files, spec.sha256sums.string());
+  spdlog::debug("{}: {} files under '{}' match '{}'", spec.name, files, walked.string(), spec.sha256sums.string());
+}
+
+// Loaded once a run: the sums that the staged copy is checked against are those the payload was.
+Sha256Sums load_sums(const ComponentSpec& spec) {
+  return spec.public_key.empty() ? Sha256Sums::load(spec.sha256sums)
+                                 : load_verified(spec.sha256sums, spec.signature, spec.public_key);
 }
 
 }  // namespace
 
-void verify_payload(const ComponentSpec& spec, const Payload& payload) {
+std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload) {
   if (spec.sha256sums.empty()) {
+    return std::nullopt;
+  }
+  Sha256Sums sums = load_sums(spec);
+  if (payload.type() == PayloadType::directory) {
+    Sha256Verifier verifier(sums);
+    verify_tree(spec, payload.path(), payload.path(), verifier);
+    return sums;
+  }
+  // The file that staging reads too (Payload::reopen), not whatever is at the path by then.
+  const Fd file = payload.reopen();
+  verify_digest(sums, payload.path().filename().string(), sha256_fd(file.get(), payload.path().string()).value());
+  return sums;
+}
+
+void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload, int staged_dir) {
+  if (payload.type() != PayloadType::directory) {
     return;
   }
-  Sha256Sums sums = spec.public_key.empty() ? Sha256Sums::load(spec.sha256sums)
-                                            : load_verified(spec.sha256sums, spec.signature, spec.public_key);
-  if (payload.type() == PayloadType::directory) {
-    Sha256Verifier verifier(std::move(sums));
-    verify_tree(spec, payload.path(), verifier);
-  } else {
-    verify_file(sums, payload.path().filename().string(), payload.path());
+  Sha256Verifier verifier(sums);
+  try {
+    verify_tree(spec, "/proc/self/fd/" + std::to_string(staged_dir), payload.path(), verifier);
+  } catch (const Error& e) {
+    throw Error(ExitCode::verification, "what was staged from payload " + in_quotes(payload.path().string()) +
+                                            " is not what was verified (the payload changed meanwhile): " + e.what());
   }
 }
 

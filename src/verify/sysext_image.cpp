@@ -153,10 +153,7 @@ SysextImageType detect_sysext_image(const Payload& payload) {
   if (payload.type() == PayloadType::directory) {
     return SysextImageType::directory;
   }
-  Fd fd(::open(payload.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) {
-    throw UsageError(system_message("open sysext image '" + shown + "'", errno));
-  }
+  const Fd fd = payload.reopen();
   std::array<unsigned char, 4> magic{};
   if (read_at(fd.get(), 0, magic.data(), magic.size()) && std::memcmp(magic.data(), "hsqs", 4) == 0) {
     return SysextImageType::squashfs;
@@ -212,10 +209,8 @@ ExtensionRelease read_extension_release(const Payload& payload, SysextImageType 
     }
     return read_release_in(*root, image_name, shown);
   }
-  Fd image(::open(payload.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!image) {
-    throw Failure(system_message("open sysext image '" + shown + "'", errno));
-  }
+  // The image that staging copies (Payload::reopen), not whatever is at the path by then.
+  const Fd image = payload.reopen();
   auto loop = LoopDevice::attach_read_only(image.get(), shown);
   if (!loop) {
     throw Failure(loop.error().message);

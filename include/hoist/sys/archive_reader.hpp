@@ -28,6 +28,9 @@ class ArchiveReader {
   /// Opens `path` and reads the format's first bytes. Fails when no format
   /// recognises the file: it is then not an archive.
   static Expected<ArchiveReader> open(const std::filesystem::path& path);
+  /// The same over `fd`, a file opened for reading at offset 0 that the reader
+  /// then owns; `display` names it in errors.
+  static Expected<ArchiveReader> open(Fd fd, std::string display);
 
   ArchiveReader(ArchiveReader&& other) noexcept;
   ArchiveReader& operator=(ArchiveReader&& other) noexcept;

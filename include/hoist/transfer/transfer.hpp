@@ -46,6 +46,9 @@ struct TransferOptions {
   /// compressible files may have any ratio.
   double max_unpack_ratio = 0;
   static constexpr uint64_t k_unpack_ratio_floor = 16ULL << 20U;
+  /// stage_tree: called with the staging directory once the tree is complete, before the caller makes it
+  /// durable, to check what was staged (verification of a directory payload's copy); it throws to refuse it.
+  std::function<void(int staging_dir)> check_staged;
 };
 
 /// Writes the payload (a directory or an archive) as a complete new tree into
@@ -58,6 +61,8 @@ struct TransferOptions {
 /// Data is copied with FICLONE, else copy_file_range, else read/write.
 /// Does not fsync: the caller makes the whole staging durable before switching.
 /// With DryRun::yes nothing is written and the stats say what would change.
+/// Otherwise, once staged, an archive payload must be unchanged since it was
+/// opened (Payload::check_unchanged) and options.check_staged must accept the tree.
 ///
 /// Archive entries with `..`, absolute names, names through a symlink made
 /// earlier in the archive, hard links to anything outside the payload, or names

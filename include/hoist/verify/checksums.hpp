@@ -51,6 +51,10 @@ class Sha256Sums {
 /// `'name' is not listed in SHA256SUMS '<source>'`; a read error throws Failure.
 void verify_file(const Sha256Sums& sums, std::string_view name, const std::filesystem::path& file);
 
+/// The same check for a digest already taken (64 hex digits, either case), so
+/// that a caller can hash the very file it goes on to read.
+void verify_digest(const Sha256Sums& sums, std::string_view name, std::string_view actual_hex);
+
 /// Checks a payload against SHA256SUMS while it streams past, one file at a time, in
 /// any order (a directory walk, an archive). Every payload file goes through check();
 /// finish() then proves that nothing listed was missing. Not thread-safe.

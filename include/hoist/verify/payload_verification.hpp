@@ -1,6 +1,9 @@
 #pragma once
 
+#include <optional>
+
 #include "hoist/model/component.hpp"
+#include "hoist/verify/checksums.hpp"
 #include "hoist/transfer/payload.hpp"
 
 namespace hoist {
@@ -13,8 +16,18 @@ namespace hoist {
 ///    when they sit inside the payload, are not payload files);
 ///  - an archive or a single file: the file itself, listed under its file
 ///    name, as systemd-sysupdate's SHA256SUMS lists artifacts.
-/// Without sha256sums, does nothing. A mismatch throws
-/// Error(ExitCode::verification) naming the file.
-void verify_payload(const ComponentSpec& spec, const Payload& payload);
+/// Without sha256sums, does nothing and returns nullopt; else returns the sums
+/// it checked against. A mismatch throws Error(ExitCode::verification) naming
+/// the file. An archive or a single file is hashed through Payload::reopen():
+/// the file that staging reads, whatever is at its path by then.
+std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload);
+
+/// For a directory payload, whose files staging opens one by one after
+/// verify_payload(): checks the copy staged into `staged_dir` (an open
+/// directory) against `sums`, what verify_payload() returned, so that a payload
+/// file replaced in between is caught. Throws Error(ExitCode::verification)
+/// naming the payload and the file. Does nothing for a file or archive payload
+/// (whose bytes Payload::check_unchanged() vouches for).
+void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload, int staged_dir);
 
 }  // namespace hoist
