@@ -155,3 +155,24 @@ TEST_CASE("a state from before rollbacks were counted reads 0; a negative count 
   CHECK_THROWS_WITH(hoist::parse_state(negative, "s"),
                     "corrupt state file 's': field 'rollbacks' must be a non-negative integer");
 }
+
+TEST_CASE("the recorded SELinux label loads back, is written only when there is one, and must be a context",
+          "[state]") {
+  ScopedTempDir dir;
+  auto root = HostRoot::open(dir.path());
+  const StateStore store(*root, "/var/lib/hoist");
+  const auto path = (dir / "var/lib/hoist/k3s/state.json").string();
+  auto labelled = sample();
+  labelled.selinux_label = "system_u:object_r:container_runtime_exec_t:s0";
+  store.save(labelled);
+  auto loaded = store.load("k3s");
+  REQUIRE(loaded.has_value());
+  CHECK(loaded->selinux_label == labelled.selinux_label);
+  CHECK(hoist::to_json_text(sample()).find("selinux_label") == std::string::npos);
+
+  std::string text = hoist::to_json_text(labelled);
+  text.replace(text.find("system_u"), 8, "system_u\\n");
+  write_text(path, text);
+  CHECK_THROWS_WITH(store.load("k3s"),
+                    "corrupt state file '" + path + "': field 'selinux_label' must be an SELinux context");
+}

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
 
@@ -19,6 +20,7 @@
 #include "hoist/sys/copy_file.hpp"
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/host_dir.hpp"
+#include "hoist/sys/metadata.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
 #include "linked_versions.hpp"
@@ -42,9 +44,13 @@ class FileInstaller final : public LinkedVersionInstaller {
     }
     TransferStats stats;
     const bool replaces = replaces_our_link();
+    if (m_label.empty()) {
+      m_label = destination_label();
+    }
     publish(versions, version, [&](const std::string& partial) {
       HostDir staging = versions.make_child(partial).value();
       stats = copy_payload_file(payload, staging, m_link_name, replaces, options);
+      label_copy(payload, staging);
       staging.sync().value();
     });
     staged(version);
@@ -56,6 +62,11 @@ class FileInstaller final : public LinkedVersionInstaller {
   [[nodiscard]] std::optional<std::string> adopted_version() const override {
     return m_adopted ? std::optional<std::string>(k_pre_hoist_version) : std::nullopt;
   }
+
+  void use_selinux_label(const std::string& label) override { m_label = label; }
+
+  /// The label every kept copy takes: recorded in the state, else that of the file the first switch replaces.
+  [[nodiscard]] std::string selinux_label() const override { return m_label; }
 
   TransferStats preview(const Payload& payload, const std::string& installed,
                         const TransferOptions& /*options*/) override {
@@ -147,7 +158,44 @@ class FileInstaller final : public LinkedVersionInstaller {
     spdlog::info("{}: kept the file that was at {} as version {}", m_target.component, shown, version);
   }
 
+  // The security.selinux label of the file at the destination, when it is not hoist's link (the first switch):
+  // k3s's installer labels its binary container_runtime_exec_t, and a copy under the state directory would
+  // otherwise carry that directory's label (var_lib_t), which a confined runtime may not execute.
+  [[nodiscard]] std::string destination_label() const {
+    if (replaces_our_link()) {
+      return {};
+    }
+    auto file = m_root.open(m_target.destination, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    if (!file) {
+      return {};  // nothing there (a first install), or a dangling link: no label to keep
+    }
+    auto label = read_selinux_label(file->get(), m_root.display(m_target.destination)).value();
+    if (!label.empty()) {
+      spdlog::info("{}: the copies under {} take the SELinux label {} of {}", m_target.component, m_versions_path,
+                   label, m_root.display(m_target.destination));
+    }
+    return label;
+  }
+
+  // Gives the staged copy m_label, unless the payload carries a label of its own (which the copy kept).
+  void label_copy(const Payload& payload, const HostDir& staging) const {
+    if (m_label.empty() || !read_selinux_label(payload.reopen().get(), payload.path().string()).value().empty()) {
+      return;
+    }
+    const std::string shown = staging.display(m_link_name);
+    const Fd copy(::openat(staging.fd(), m_link_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+    if (!copy) {
+      throw Failure(system_message("open " + in_quotes(shown), errno));
+    }
+    // The kernel's own labels end with a NUL, as chcon and setfattr write them.
+    const std::string value = m_label + '\0';
+    if (::fsetxattr(copy.get(), k_selinux_xattr.data(), value.data(), value.size(), 0) != 0) {
+      throw Failure(system_message("set the SELinux label " + in_quotes(m_label) + " on " + in_quotes(shown), errno));
+    }
+  }
+
   bool m_adopted = false;
+  std::string m_label;
 };
 
 }  // namespace

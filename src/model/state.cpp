@@ -141,7 +141,7 @@ std::string to_json_text(const ComponentState& state) {
   for (const auto& record : state.quarantined) {
     quarantined.push_back({{"version", record.version}, {"since", record.since}, {"reason", record.reason}});
   }
-  const json document{{"schema", k_state_schema},
+  json document{{"schema", k_state_schema},
                       {"component", state.component},
                       {"kind", state.kind},
                       {"destination", state.destination},
@@ -158,6 +158,9 @@ std::string to_json_text(const ComponentState& state) {
                       {"quarantined", quarantined},
                       {"owed_health_checks", state.owed_health_checks},
                       {"health", optional_object(state.health)}};
+  if (!state.selinux_label.empty()) {
+    document["selinux_label"] = state.selinux_label;
+  }
   return document.dump(2) + "\n";
 }
 
@@ -234,6 +237,13 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
       const Reader record(item, where + " in 'quarantined'");
       state.quarantined.push_back({record.string("version"), record.string("since"), record.string("reason")});
     }
+  }
+  // Written only for a file whose replaced file had a label.
+  if (const auto label = document.find("selinux_label"); label != document.end()) {
+    if (!label->is_string() || label->get<std::string>().empty() || has_control_character(label->get<std::string>())) {
+      top.fail("field 'selinux_label' must be an SELinux context");
+    }
+    state.selinux_label = label->get<std::string>();
   }
   if (const json& reboot = top.any("pending_reboot"); !reboot.is_null()) {
     const Reader r(reboot, where + " in 'pending_reboot'");

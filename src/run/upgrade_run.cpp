@@ -453,6 +453,9 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     if (work.state && agree_with_host(*work.installer, *work.state) && !dry_run) {
       store.save(*work.state);
     }
+    if (work.state) {
+      work.installer->use_selinux_label(work.state->selinux_label);
+    }
     works.push_back(std::move(work));
   }
 
@@ -621,6 +624,9 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     ComponentState state = work.state ? *work.state : new_state(work.item.spec);
     if (work.gate.changes_host()) {
       record_switch(state, work.item.target.text(), work.installer->adopted_version());
+      if (std::string label = work.installer->selinux_label(); !label.empty()) {
+        state.selinux_label = std::move(label);
+      }
       // Owed with the switch, in the same save: a run killed before its restarts leaves them to the next.
       for (const auto& unit : host.restarts_owed_by(work.item.spec.kind)) {
         if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {

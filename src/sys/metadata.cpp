@@ -242,6 +242,27 @@ bool xattrs_readable_by_name() noexcept {
   return at_calls();
 }
 
+Expected<std::string> read_selinux_label(int fd, std::string_view display) {
+  // A label is a context of a few dozen bytes; 4 KiB is far more than any policy writes.
+  std::string value(4096, '\0');
+  const ssize_t n = ::fgetxattr(fd, k_selinux_xattr.data(), value.data(), value.size());
+  if (n < 0) {
+    if (errno == ENODATA || errno == ENOTSUP) {
+      return std::string();
+    }
+    return sys_error("read the SELinux label of " + in_quotes(display));
+  }
+  value.resize(static_cast<size_t>(n));
+  if (!value.empty() && value.back() == '\0') {
+    value.pop_back();
+  }
+  if (std::any_of(value.begin(), value.end(), [](char c) { return c < 0x21 || c > 0x7e; })) {
+    return SysError{"the SELinux label of " + in_quotes(display) + " is not a printable context: " + escaped(value),
+                    EINVAL};
+  }
+  return value;
+}
+
 Expected<Xattrs> read_xattrs(NodeRef node, std::string_view display) {
   std::string path;  // made by the first call that needs it
   auto names = read_names(node, path, display);

@@ -72,6 +72,15 @@ class Installer {
   /// kept (file kind: k_pre_hoist_version), if it kept one.
   [[nodiscard]] virtual std::optional<std::string> adopted_version() const { return std::nullopt; }
 
+  /// Before stage(): the security.selinux label the state recorded for the
+  /// kept copies (ComponentState::selinux_label). Only the file kind keeps one.
+  virtual void use_selinux_label(const std::string& /*label*/) {}
+
+  /// The security.selinux label stage() gave the kept copy, for the state to
+  /// record (file kind: the recorded one, else that of the file the first
+  /// switch replaced), or "".
+  [[nodiscard]] virtual std::string selinux_label() const { return {}; }
+
   /// Makes `version` the current one: the atomic switch (tree, file), or the
   /// sync itself, keeping the replaced entries (sync). `installed` is the
   /// state's current version ("" before the first install). Returns what the

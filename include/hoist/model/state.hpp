@@ -83,6 +83,9 @@ struct ComponentState {
   std::vector<std::string> owed_health_checks;
   /// The last verdict of the health checks.
   std::optional<HealthRecord> health;
+  /// The file kind: the security.selinux label (without its NUL) of the file that hoist's first switch replaced,
+  /// which every kept copy takes unless its payload carries one; "" when that file had none.
+  std::string selinux_label;
 };
 
 /// The schema version this build writes; a higher one on disk is refused.

@@ -71,6 +71,11 @@ struct NodeRef {
 /// `display` is the path named in errors.
 Expected<Xattrs> read_xattrs(NodeRef node, std::string_view display);
 
+/// The security.selinux label of the open file `fd`, without the NUL the kernel
+/// ends it with; empty when it has none (or the filesystem keeps no labels).
+/// Fails naming `display` when it cannot be read or is not printable text.
+Expected<std::string> read_selinux_label(int fd, std::string_view display);
+
 /// What may already be on an inode that apply_metadata() sets the xattrs of.
 enum class ExistingXattrs {
   none,       ///< a new inode in a directory without a default ACL: only set what the payload has
