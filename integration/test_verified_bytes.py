@@ -91,6 +91,29 @@ def test_a_directory_payload_file_replaced_after_verification_is_refused(host_ro
     assert state_of(host_root, "app")["current"] == "1.0.0"
 
 
+def test_a_sync_payload_file_replaced_after_verification_is_refused_and_the_sync_undone(host_root, tmp_path):
+    v1 = make_tree(tmp_path / "v1", {"bin/tool": "one\n", "etc/tool.conf": "1\n"}, 1)
+    v2 = make_tree(tmp_path / "v2", {"bin/tool": "two\n", "etc/tool.conf": "2\n"}, 2)
+
+    def sync_args(source, version):
+        return ["--component", "app", "--kind", "sync", "--source", source, "--destination", "/opt/app",
+                "--version", version, "--sha256sums", sums_for_tree(source, tmp_path / f"{version}.sums")]
+
+    upgrade(host_root, *sync_args(v1, "1.0.0"), check=0)
+    sums_args = sync_args(v2, "1.1.0")
+    before = kept(host_root)
+
+    result = upgrade_changing_payload(host_root, host_root / "opt/.app.hoist-sync/pending.1.1.0",
+                                      lambda: replace(v2 / "bin/tool", b"evil\n"), *sums_args)
+
+    assert result.returncode == 5, result
+    assert (f"what was staged from payload '{v2}' is not what was verified (the payload changed meanwhile): "
+            "checksum mismatch for 'bin/tool'") in result.stderr
+    assert (host_root / "opt/app/bin/tool").read_text() == "one\n"
+    assert kept(host_root) == before
+    assert state_of(host_root, "app")["current"] == "1.0.0"
+
+
 def make_archive(path, directory):
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:gz") as tar:

@@ -425,7 +425,11 @@ class TreeSyncer : PayloadWalk {
 }  // namespace transfer
 
 TransferStats sync_tree(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& options) {
-  return transfer::TreeSyncer(payload, dest_dir, backup_dir, options).run();
+  TransferStats stats = transfer::TreeSyncer(payload, dest_dir, backup_dir, options).run();
+  if (options.dry_run == DryRun::no && options.check_staged) {
+    options.check_staged(dest_dir);
+  }
+  return stats;
 }
 
 }  // namespace hoist

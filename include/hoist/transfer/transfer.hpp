@@ -46,8 +46,9 @@ struct TransferOptions {
   /// compressible files may have any ratio.
   double max_unpack_ratio = 0;
   static constexpr uint64_t k_unpack_ratio_floor = 16ULL << 20U;
-  /// stage_tree: called with the staging directory once the tree is complete, before the caller makes it
-  /// durable, to check what was staged (verification of a directory payload's copy); it throws to refuse it.
+  /// stage_tree, sync_tree: called with the staging (or synced) directory once the tree is complete, before the
+  /// caller makes it durable, to check what was written (verification of a directory payload's copy); it throws
+  /// to refuse it, and the caller then removes the staging or undoes the sync.
   std::function<void(int staging_dir)> check_staged;
 };
 
@@ -77,6 +78,7 @@ TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest,
 /// is replaced or deleted is first kept under `backup_dir` (a directory on the
 /// same filesystem, empty), and the names of entries that did not exist before
 /// are recorded there too, so that restore_sync_backup() can undo the sync.
+/// Once synced, options.check_staged (when set, and not in a dry run) must accept `dest_dir`.
 TransferStats sync_tree(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& options);
 
 /// Undoes one sync_tree: puts back every kept entry and removes the entries the

@@ -23,8 +23,8 @@ namespace hoist {
 std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload);
 
 /// For a directory payload, whose files staging opens one by one after
-/// verify_payload(): checks the copy staged into `staged_dir` (an open
-/// directory) against `sums`, what verify_payload() returned, so that a payload
+/// verify_payload(): checks the copy staged (or synced) into `staged_dir` (an
+/// open directory) against `sums`, what verify_payload() returned, so that a payload
 /// file replaced in between is caught. Throws Error(ExitCode::verification)
 /// naming the payload and the file. Does nothing for a file or archive payload
 /// (whose bytes Payload::check_unchanged() vouches for).
