@@ -1,0 +1,94 @@
+"""images/k3s/payload built from a k3s release directory (the k3s binary per arch and k3s' sha256sum-<arch>.txt),
+checked by hoist's own dry run when it is made: here from a fixture release, as CI has no network."""
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import HOIST_BIN, tree_manifest
+from payloads import fake_k3s, host_read, state_of, upgrade
+
+SOURCE_DIR = Path(os.environ.get("HOIST_SOURCE_DIR") or Path(__file__).resolve().parent.parent)
+RECIPE = SOURCE_DIR / "images/k3s/payload"
+VERSION = "v1.30.1+k3s1"
+
+
+def release_dir(tmp_path, corrupt=None):
+    """A directory shaped as k3s' release assets: k3s and k3s-arm64, their sum files, which (as k3s' do) also
+    list assets that are not here. CORRUPT names a binary changed after its sum was taken."""
+    release = tmp_path / "release"
+    release.mkdir()
+    fake_k3s(tmp_path / "build-root", tmp_path, VERSION)
+    (release / "k3s").write_bytes((tmp_path / "build-root/usr/local/bin/k3s").read_bytes())
+    (release / "k3s-arm64").write_bytes(b"\x7fELF arm64 k3s of the fixture\n")
+    for arch, binary in (("amd64", "k3s"), ("arm64", "k3s-arm64")):
+        digest = hashlib.sha256((release / binary).read_bytes()).hexdigest()
+        (release / f"sha256sum-{arch}.txt").write_text(
+            f"{'1' * 64}  k3s-airgap-images-{arch}.tar.zst\n{digest}  {binary}\n{'2' * 64}  k3s-images.txt\n")
+    if corrupt:
+        with open(release / corrupt, "ab") as f:
+            f.write(b"\0")
+    return release
+
+
+def recipe(out, release, arch="amd64"):
+    env = {**os.environ, "K3S_RELEASE_DIR": str(release), "K3S_ARCH": arch, "HOIST_BIN": HOIST_BIN,
+           "SOURCE_DATE_EPOCH": "1717200000"}
+    env.pop("HOIST_SIGNING_KEY", None)
+    return subprocess.run([str(RECIPE), str(out), VERSION.replace("+", "-")], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_a_payload_from_a_k3s_release_carries_its_binary_and_sum_file_and_installs(tmp_path, host_root):
+    release = release_dir(tmp_path)
+    result = recipe(tmp_path / "payload", release)
+    assert result.returncode == 0, result.stderr
+    payload = tmp_path / "payload"
+    assert sorted(p.name for p in payload.iterdir()) == ["hoist.json", "k3s", "sha256sum-amd64.txt"]
+    assert (payload / "k3s").read_bytes() == (release / "k3s").read_bytes()
+    assert (payload / "sha256sum-amd64.txt").read_bytes() == (release / "sha256sum-amd64.txt").read_bytes()
+    assert '"source": "k3s"' in (payload / "hoist.json").read_text()
+    assert '"sha256sums": "sha256sum-amd64.txt"' in (payload / "hoist.json").read_text()
+    assert f"k3s: verified {payload}/k3s against {payload}/sha256sum-amd64.txt" in result.stderr
+    # The Plan's Job, minus the container: the release's binary is what lands on the host.
+    upgrade(host_root, f"--manifest={payload}/hoist.json", check=0)
+    assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{VERSION}/k3s"
+    assert host_read(host_root, "/usr/local/bin/k3s") == (release / "k3s").read_bytes()
+    assert state_of(host_root, "k3s")["current"] == VERSION
+
+
+def test_the_arm64_payload_takes_k3s_arm64_and_its_own_sum_file(tmp_path):
+    release = release_dir(tmp_path)
+    result = recipe(tmp_path / "payload", release, arch="arm64")
+    assert result.returncode == 0, result.stderr
+    payload = tmp_path / "payload"
+    assert sorted(p.name for p in payload.iterdir()) == ["hoist.json", "k3s-arm64", "sha256sum-arm64.txt"]
+    assert '"source": "k3s-arm64", "destination": "/usr/local/bin/k3s"' in (payload / "hoist.json").read_text()
+
+
+def test_a_corrupted_release_fails_the_build_with_hoist_s_checksum_error(tmp_path):
+    release = release_dir(tmp_path, corrupt="k3s")
+    before = tree_manifest(release)
+    result = recipe(tmp_path / "payload", release)
+    assert result.returncode == 1
+    assert "error: checksum mismatch for 'k3s': expected " in result.stderr
+    assert result.stderr.endswith("payload: error: hoist's check of the payload failed (exit 5): "
+                                  "k3s does not match sha256sum-amd64.txt\n")
+    assert tree_manifest(release) == before
+
+
+def test_a_release_without_the_binary_s_sum_or_arch_is_refused(tmp_path):
+    release = release_dir(tmp_path)
+    (release / "sha256sum-amd64.txt").write_text(f"{'1' * 64}  k3s-airgap-images-amd64.tar.zst\n")
+    result = recipe(tmp_path / "p1", release)
+    assert (result.returncode, result.stderr) == (1, f"payload: error: '{release}/sha256sum-amd64.txt' has no "
+                                                     "line for k3s\n")
+    (release / "k3s-arm64").unlink()
+    result = recipe(tmp_path / "p2", release, arch="arm64")
+    assert (result.returncode, result.stderr) == (1, f"payload: error: '{release}/k3s-arm64' does not exist "
+                                                     "(a k3s release directory has k3s-arm64 and "
+                                                     "sha256sum-arm64.txt)\n")
+    result = recipe(tmp_path / "p3", release, arch="s390x")
+    assert (result.returncode, result.stderr) == (1, "payload: error: K3S_ARCH 's390x' is not one k3s releases "
+                                                     "(amd64, arm64, arm)\n")
