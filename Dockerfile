@@ -12,10 +12,15 @@ ARG BASE_IMAGE=localhost/hoist-debian:bookworm
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
-# The dependencies first: this layer stays cached until scripts/deps or the
-# package list changes. Only the packages the build needs (the list's first
-# part), not the test tools, fuzzers and VM tools.
-COPY scripts/deps scripts/apt-packages scripts/
+# The dependencies first: this layer stays cached until scripts/deps, the
+# package list or what scripts/deps builds from changes: deps-inputs.txt is
+# `scripts/deps --inputs` as scripts/image found it on the host (its hash, the
+# versions of the Debian packages it compiles with and links, the newest
+# source of each pinned series), so that a security update in the archive
+# rebuilds this layer, as it changes scripts/deps' cache key. Only the
+# packages the build needs (the list's first part), not the test tools,
+# fuzzers and VM tools.
+COPY scripts/deps scripts/apt-packages scripts/deps-inputs.txt scripts/
 RUN set -eu; \
     sed -i '/^# ---- the image.s build (Dockerfile) installs the packages above this line only/,$d' \
         scripts/apt-packages; \
@@ -34,8 +39,8 @@ RUN set -eu; \
     apt-get clean; rm -rf /var/lib/apt/lists/*
 
 # Then the sources: a change in them rebuilds from here on.
-COPY scripts/build scripts/
-COPY CMakeLists.txt ./
+COPY scripts/build scripts/sbom scripts/
+COPY LICENSE CMakeLists.txt ./
 COPY include include
 COPY src src
 # The binary only (no tests, no Catch2), at -O2 as CI's RelWithDebInfo build
@@ -46,20 +51,45 @@ RUN set -eu; \
     file /build/hoist | grep -q 'statically linked'; \
     strip --strip-all -o /hoist /build/hoist; \
     /hoist version; \
+    mkdir -p /doc; \
+    sed -n 's/^HOIST_DEPS_PREFIX:PATH=//p' /build/CMakeCache.txt >/doc/.deps-prefix; \
+    sed -n 's/^DEPS_STATIC_LIBRARIES:INTERNAL=//p' /build/CMakeCache.txt >/doc/.libs; \
     rm -rf /build
+# The license, the third-party notices and the SBOM of the stripped binary,
+# after the compile: a new revision alone does not compile again.
+ARG HOIST_VERSION=unknown
+ARG HOIST_REVISION=unknown
+RUN set -eu; \
+    cp LICENSE /doc/; \
+    scripts/sbom --binary /hoist --version "$HOIST_VERSION" --revision "$HOIST_REVISION" \
+        --prefix "$(cat /doc/.deps-prefix)" --libs "$(cat /doc/.libs)" \
+        --sbom /doc/hoist.spdx.json --notices /doc/THIRD_PARTY_NOTICES; \
+    rm /doc/.deps-prefix /doc/.libs
 
 FROM scratch
 ARG HOIST_VERSION=unknown
 ARG HOIST_REVISION=unknown
-# Nothing but the binary. No CA bundle: hoist never reads a system trust store
+# The binary and its documents, nothing else. No CA bundle: hoist never reads a system trust store
 # (the Kubernetes client trusts exactly the CA of the service account or the
 # kubeconfig, and refuses a kubeconfig without one), so a bundle would only
 # suggest otherwise.
+# Its license, the third-party notices and the SBOM (SPDX 2.3, of the stripped
+# binary that is here: the image has no package database for a scanner to read).
+# scripts/image passes the creation time, the repository's URL and the licenses
+# of everything in the binary (hoist's AND each library's, from the SBOM).
+ARG HOIST_CREATED=unknown
+ARG HOIST_SOURCE=unknown
+ARG HOIST_LICENSES=Apache-2.0
 COPY --from=build /hoist /hoist
+COPY --from=build /doc/ /usr/share/doc/hoist/
 LABEL org.opencontainers.image.title="hoist" \
       org.opencontainers.image.description="On-host upgrades for Kubernetes nodes, run by system-upgrade-controller Plans" \
       org.opencontainers.image.version="${HOIST_VERSION}" \
       org.opencontainers.image.revision="${HOIST_REVISION}" \
+      org.opencontainers.image.created="${HOIST_CREATED}" \
+      org.opencontainers.image.source="${HOIST_SOURCE}" \
+      org.opencontainers.image.licenses="${HOIST_LICENSES}" \
+      org.opencontainers.image.documentation="/usr/share/doc/hoist/THIRD_PARTY_NOTICES" \
       org.opencontainers.image.base.name="scratch"
 ENTRYPOINT ["/hoist"]
 CMD ["--help"]

@@ -392,7 +392,7 @@ def signed_variant(plan):
 
 # ------------------------------------------------------------------ the image itself
 
-def test_the_image_is_the_static_binary_alone_from_scratch(hoist_image, tmp_path):
+def test_the_image_is_the_static_binary_and_its_documents_from_scratch(hoist_image, tmp_path):
     info = json.loads(podman("image", "inspect", hoist_image).stdout)[0]
     assert info["Config"]["Entrypoint"] == ["/hoist"]
     assert info["Os"] == "linux"
@@ -406,22 +406,34 @@ def test_the_image_is_the_static_binary_alone_from_scratch(hoist_image, tmp_path
         assert labels["org.opencontainers.image.revision"] not in ("", "unknown")
     else:  # built from an export without .git: scripts/image cannot know the commit
         assert labels["org.opencontainers.image.revision"] == "unknown"
-    # One layer, holding one file.
-    assert len(info["RootFS"]["Layers"]) == 1
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
+    assert labels["org.opencontainers.image.source"]
+    licenses = labels["org.opencontainers.image.licenses"]
+    assert licenses.startswith("Apache-2.0 AND ") and "LGPL-2.1-or-later" in licenses, licenses
+    # Two layers: the binary, and its license, notices and SBOM.
+    assert len(info["RootFS"]["Layers"]) == 2
     archive = tmp_path / "image.tar"
     podman("save", "--format", "docker-archive", "-o", archive, hoist_image)
+    entries = {}
     with tarfile.open(archive) as outer:
         manifest = json.load(outer.extractfile("manifest.json"))
-        layers = manifest[0]["Layers"]
-        assert len(layers) == 1
-        with tarfile.open(fileobj=outer.extractfile(layers[0])) as layer:
-            entries = {m.name.lstrip("./"): m for m in layer.getmembers() if m.name.strip("./")}
-    assert list(entries) == ["hoist"], sorted(entries)
+        for name in manifest[0]["Layers"]:
+            with tarfile.open(fileobj=outer.extractfile(name)) as layer:
+                entries.update({m.name.lstrip("./"): m for m in layer.getmembers()
+                                if m.isfile() and m.name.strip("./")})
+    docs = "usr/share/doc/hoist/"
+    assert sorted(entries) == ["hoist", docs + "LICENSE", docs + "THIRD_PARTY_NOTICES", docs + "hoist.spdx.json"]
     assert entries["hoist"].mode & 0o111
     binary = tmp_path / "hoist"
     binary.write_bytes(image_file(hoist_image, "/hoist"))
     described = subprocess.run(["file", binary], capture_output=True, text=True).stdout
     assert "statically linked" in described and "not stripped" not in described, described
+    # The SBOM in the image is the stripped binary's, with the revision of the label.
+    sbom = json.loads(image_file(hoist_image, "/" + docs + "hoist.spdx.json"))
+    hoist = next(p for p in sbom["packages"] if p["name"] == "hoist")
+    assert hoist["checksums"][0]["checksumValue"] == hashlib.sha256(binary.read_bytes()).hexdigest()
+    assert hoist["sourceInfo"] == f"git revision {labels['org.opencontainers.image.revision']}"
+    assert "GNU LESSER GENERAL PUBLIC LICENSE" in image_file(hoist_image, "/" + docs + "THIRD_PARTY_NOTICES").decode()
     size = int(podman("image", "inspect", "--format", "{{.Size}}", hoist_image).stdout)
     print(f"\nimage size: {size} bytes ({size / 2**20:.1f} MiB); binary {entries['hoist'].size} bytes")
     assert size < 16 * 2**20
