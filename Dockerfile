@@ -48,7 +48,7 @@ COPY src src
 RUN set -eu; \
     HOIST_BUILD_DIR=/build scripts/build -DHOIST_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"; \
-    file /build/hoist | grep -q 'statically linked'; \
+    file /build/hoist | grep -q 'static-pie linked'; \
     strip --strip-all -o /hoist /build/hoist; \
     /hoist version; \
     mkdir -p /doc; \

@@ -427,7 +427,7 @@ def test_the_image_is_the_static_binary_and_its_documents_from_scratch(hoist_ima
     binary = tmp_path / "hoist"
     binary.write_bytes(image_file(hoist_image, "/hoist"))
     described = subprocess.run(["file", binary], capture_output=True, text=True).stdout
-    assert "statically linked" in described and "not stripped" not in described, described
+    assert "static-pie linked" in described and "not stripped" not in described, described
     # The SBOM in the image is the stripped binary's, with the revision of the label.
     sbom = json.loads(image_file(hoist_image, "/" + docs + "hoist.spdx.json"))
     hoist = next(p for p in sbom["packages"] if p["name"] == "hoist")

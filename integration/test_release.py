@@ -1,5 +1,5 @@
 """What a release ships beside the binary: its SBOM and third-party notices (scripts/sbom, made by each build),
-and the relink kit the LGPL asks for (scripts/relink-kit)."""
+the relink kit the LGPL asks for (scripts/relink-kit), and the hardening of the static-pie."""
 
 import hashlib
 import json
@@ -33,6 +33,10 @@ def package(document, name):
 def same_version(reported, recorded):
     # libsystemd reports its major version only, as its pkg-config file says (252 for 252.39).
     return recorded == reported or recorded.startswith(reported + ".")
+
+
+def readelf(*args):
+    return subprocess.run(["readelf", "-W", *args, HOIST_BIN], check=True, capture_output=True, text=True).stdout
 
 
 def cache_value(name):
@@ -126,3 +130,21 @@ def test_the_relink_kit_relinks_the_same_bytes(tmp_path):
     subprocess.run(["./relink.sh"], cwd=root, check=True, capture_output=True, timeout=600)
     assert hashlib.sha256((root / "hoist").read_bytes()).digest() == hashlib.sha256(
         Path(HOIST_BIN).read_bytes()).digest()
+
+
+@needs_static
+def test_the_binary_is_a_hardened_static_pie():
+    header = readelf("-h")
+    assert re.search(r"Type:\s+DYN ", header), header
+    segments = readelf("-l")
+    assert "INTERP" not in segments                 # static: no dynamic loader
+    assert re.search(r"^\s+GNU_RELRO ", segments, re.M)
+    assert re.search(r"^\s+GNU_EH_FRAME ", segments, re.M)   # the unwinder's binary-search table
+    stack = re.search(r"^\s+GNU_STACK\s+.*\s(R?W?E?)\s+0x10$", segments, re.M)
+    assert stack and "E" not in stack.group(1), segments
+    dynamic = readelf("-d")
+    assert re.search(r"\(FLAGS\)\s+BIND_NOW", dynamic) or re.search(r"\(FLAGS_1\)\s+Flags: NOW", dynamic), dynamic
+    assert "RUNPATH" not in dynamic and "RPATH" not in dynamic
+    # Fortified calls and stack canaries are in the code (the binary is not stripped).
+    symbols = subprocess.run(["nm", HOIST_BIN], check=True, capture_output=True, text=True).stdout
+    assert re.search(r" __memcpy_chk$", symbols, re.M) and re.search(r" __stack_chk_fail$", symbols, re.M)

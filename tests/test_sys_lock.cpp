@@ -28,7 +28,9 @@ pid_t spawn_holder(const std::filesystem::path& root_dir, std::chrono::milliseco
     auto root = HostRoot::open(root_dir);
     auto lock = Lock::acquire(*root, "/run/hoist/hoist.lock", 0ms);
     const char ok = lock.has_value() ? '1' : '0';
-    (void)::write(ready[1], &ok, 1);
+    if (::write(ready[1], &ok, 1) != 1) {
+      ::_exit(1);  // the parent's read sees no byte and fails the test
+    }
     ::usleep(static_cast<useconds_t>(hold.count() * 1000));
     ::_exit(0);
   }

@@ -90,9 +90,10 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
   // Record the holder for the messages of those who wait (information only:
   // the flock itself is the lock).
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd.get(), 0) == 0) {
-    (void)::pwrite(fd.get(), pid.data(), pid.size(), 0);
-  }
+  // A failed write leaves the waiters' messages without the pid. Kept in a variable, not cast to void:
+  // _FORTIFY_SOURCE declares pwrite warn_unused_result, and GCC does not take a cast as a use.
+  [[maybe_unused]] const bool recorded =
+      ::ftruncate(fd.get(), 0) == 0 && ::pwrite(fd.get(), pid.data(), pid.size(), 0) >= 0;
   return Lock(std::move(fd));
 }
 
