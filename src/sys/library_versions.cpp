@@ -66,7 +66,7 @@ std::vector<LibraryVersion> linked_library_versions() {
   blkid_get_library_version(&blkid_version, nullptr);
   return {
       {"glibc", gnu_get_libc_version()},
-      {"libstdc++", fmt::format("GCC {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},
+      {"libstdc++", fmt::format("{}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},  // GCC's release
       {"libarchive", archive},
       {"openssl", openssl},
       {"libmount", mount_version != nullptr ? mount_version : "unknown"},
