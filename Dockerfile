@@ -41,6 +41,7 @@ RUN set -eu; \
 # Then the sources: a change in them rebuilds from here on.
 COPY scripts/build scripts/sbom scripts/
 COPY LICENSE CMakeLists.txt ./
+COPY cmake cmake
 COPY include include
 COPY src src
 # The binary only (no tests, no Catch2), at -O2 as CI's RelWithDebInfo build

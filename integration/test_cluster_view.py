@@ -26,8 +26,8 @@ def test_the_termination_message_says_the_outcome_and_each_component_s_decision(
     assert message.read_text() == f"hoist upgrade: failed (exit 3): {refusal}\n{refusal}\n"
     rollback(host_root, "--component", "app", env=env, check=0)
     assert message.read_text() == "hoist rollback: succeeded\napp: back to the previous version\n"
-    # A dry run changes nothing, the message included.
-    upgrade(host_root, *tree_args(v2, "2.0.0", "--dry-run"), env=env, check=0)
+    # A dry run changes nothing, the message included (2.0.0, rolled back from, is quarantined: let it in).
+    upgrade(host_root, *tree_args(v2, "2.0.0", "--dry-run", "--allow-quarantined"), env=env, check=0)
     assert message.read_text() == "hoist rollback: succeeded\napp: back to the previous version\n"
     # Bad input is an outcome too.
     upgrade(host_root, *tree_args(v2, "2.0.0", "--keep", "0"), env=env, check=2)
