@@ -670,8 +670,13 @@ def test_by_hand_upgrade_then_rollback_with_the_readme_line(payloads, hoist_imag
     assert os.readlink(os_dir / "current") == TREE_V1
     assert (os_dir / "current/etc/os-release").read_text().endswith(f"VERSION_ID={TREE_V1}\n")
     assert state_of(host_root, "os")["current"] == TREE_V1
-    # The v2 payload again: from v1, that is an upgrade once more.
-    forward = manual(v2, host_root, "upgrade", "--manifest", "/payload/hoist.json")
+    # The v2 payload again: the version rolled back from is quarantined (exit 3, nothing changes) until the
+    # operator lets it in again.
+    refused = manual(v2, host_root, "upgrade", "--manifest", "/payload/hoist.json")
+    assert refused.returncode == 3, refused
+    assert f"refusing {TREE_V2}: it is quarantined since" in refused.stderr
+    assert os.readlink(os_dir / "current") == TREE_V1
+    forward = manual(v2, host_root, "upgrade", "--manifest", "/payload/hoist.json", "--allow-quarantined")
     assert forward.returncode == 0, forward
     assert os.readlink(os_dir / "current") == TREE_V2
 
@@ -702,9 +707,12 @@ def test_rollback_of_a_k3s_plan_through_the_image_restarts_k3s(plans, payloads, 
     assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V1}/k3s"
     assert b"k3s version v1.30.1+k3s1" in host_read(host_root, "/usr/local/bin/k3s")
     assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"'] * 3
-    # The v2 Plan's Job, run again after the rollback (a retry): it goes forward to v2 again.
+    # The v2 Plan's Job, run again after the rollback (a retry): v2 is quarantined, so the rollback sticks
+    # (exit 3, k3s stays on v1, no restart).
     image = payloads.get("k3s", K3S_V2, signed=True)
     again = Job(with_version(plan, K3S_V2), host_root, tmp_path / "job-again",
                 {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key}).run()
-    assert again.returncode == 0, again
-    assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V2}/k3s"
+    assert again.returncode == 3, again
+    assert f"refusing {K3S_V2}: it is quarantined since" in again.stderr
+    assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V1}/k3s"
+    assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"'] * 3

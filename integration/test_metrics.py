@@ -129,3 +129,11 @@ def test_a_metrics_file_that_cannot_be_written_is_a_warning_not_a_failure(host_r
     assert "warning: no metrics (the run's outcome stands): failed to write the metrics file: " in result.stderr
     assert "var/lib/node_exporter" in result.stderr
     assert (host_root / "opt/app/current").readlink().name == "1.0.0"
+
+
+def test_bad_input_leaves_the_host_as_it_was_metrics_included(host_root, tmp_path):
+    # exit 2 writes no state; it writes no metrics either (a Plan's mistagged image, a typo in its args)
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, *tree_args(tmp_path / "no-such-payload", "1.0.0"), check=2)
+    assert "no-such-payload" in result.stderr
+    assert tree_manifest(host_root) == before
