@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import tree_manifest
-from payloads import make_tree, rollback, upgrade
+from payloads import make_tree, manifest_without, rollback, upgrade
 
 METRICS = "/var/lib/node_exporter/textfile_collector/hoist.prom"
 
@@ -137,3 +137,12 @@ def test_bad_input_leaves_the_host_as_it_was_metrics_included(host_root, tmp_pat
     result = upgrade(host_root, *tree_args(tmp_path / "no-such-payload", "1.0.0"), check=2)
     assert "no-such-payload" in result.stderr
     assert tree_manifest(host_root) == before
+
+
+def test_a_payload_that_does_not_verify_leaves_no_metrics(host_root, tmp_path):
+    v1 = make_tree(tmp_path / "v1", {"a": "one\n"}, 1)
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text("0" * 64 + "  a\n")
+    before = manifest_without(host_root, "run/hoist")  # the lock is taken before verification
+    upgrade(host_root, *tree_args(v1, "1.0.0", "--sha256sums", sums), check=5)
+    assert manifest_without(host_root, "run/hoist") == before

@@ -188,8 +188,9 @@ void write_termination(const Environment& env, const std::string& name, ExitCode
 // --metrics-file: every component's state as the run left it, and how the run ended. Like the events, never part of
 // the outcome: a metrics file that cannot be written is a warning.
 void write_metrics(const Context& context, ExitCode code) {
-  // Bad input leaves the host exactly as it was: no state was written, and no metrics are either.
-  if (context.options.metrics_file.empty() || !context.host || code == ExitCode::usage) {
+  // Bad input (a usage error, a payload that does not verify) leaves the host exactly as it was: no metrics either.
+  if (context.options.metrics_file.empty() || !context.host || code == ExitCode::usage ||
+      code == ExitCode::verification) {
     return;
   }
   try {
