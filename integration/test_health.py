@@ -22,7 +22,7 @@ from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from fake_apiserver import NODE_API, Cluster, FakeApiServer
 from prepare_harness import can_fake_service_account, make_service_account, pki  # noqa: F401 (a fixture)
 from payloads import make_tree, manifest_without, state_of, upgrade
-from test_restart_reboot import finish, spawn
+from test_restart_reboot import args, finish, payloads, spawn  # noqa: F401 (payloads: a fixture)
 
 SELFTEST = r'''
 #include <stdio.h>
@@ -43,18 +43,6 @@ def selftest(tmp_path, version, status):
     subprocess.run(["gcc", "-static", "-O1", f"-DSTATUS={status}", f'-DVERSION="{version}"', "-o", str(binary),
                     str(source)], check=True, capture_output=True)
     return binary.read_bytes()
-
-
-@pytest.fixture
-def payloads(tmp_path):
-    v1 = make_tree(tmp_path / "payloads/v1", {"bin/app": "one\n"}, 1)
-    v2 = make_tree(tmp_path / "payloads/v2", {"bin/app": "two\n"}, 2)
-    return v1, v2
-
-
-def args(source, version, *extra):
-    return ["--component", "app", "--kind", "tree", "--source", source, "--destination", "/opt/app",
-            "--version", version, *extra]
 
 
 def current(host_root):
