@@ -275,11 +275,6 @@ Expected<std::optional<std::string>> ArchiveReader::check_compression(const std:
   return verdict;
 }
 
-std::string ArchiveReader::format_name() const {
-  const char* name = archive_format_name(m_archive);
-  return name != nullptr ? name : "unknown";
-}
-
 NodeMeta entry_meta(archive_entry* entry) {
   NodeMeta meta;
   meta.mode = archive_entry_mode(entry);
@@ -379,10 +374,6 @@ std::string_view entry_hardlink(archive_entry* entry) {
 std::string_view entry_symlink(archive_entry* entry) {
   const char* target = archive_entry_symlink(entry);
   return target != nullptr ? target : "";
-}
-
-bool entry_size_known(archive_entry* entry) {
-  return archive_entry_size_is_set(entry) != 0;
 }
 
 }  // namespace hoist

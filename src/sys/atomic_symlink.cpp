@@ -49,11 +49,4 @@ Expected<std::string> read_symlink(int dirfd, const std::string& name, std::stri
   }
 }
 
-Expected<void> fsync_directory(int dirfd, std::string_view display) {
-  if (::fsync(dirfd) != 0) {
-    return sys_error("fsync directory " + in_quotes(display));
-  }
-  return {};
-}
-
 }  // namespace hoist

@@ -64,8 +64,6 @@ class ArchiveReader {
 
   /// The archive file's size on disk, for the unpack-ratio limit.
   [[nodiscard]] uint64_t file_size() const noexcept { return m_file_size; }
-  /// The format libarchive detected ("GNU tar format", "SVR4 cpio newc", …).
-  [[nodiscard]] std::string format_name() const;
   [[nodiscard]] const std::string& display() const noexcept { return m_display; }
 
  private:
@@ -105,7 +103,5 @@ std::string_view entry_path(archive_entry* entry);
 std::string_view entry_hardlink(archive_entry* entry);
 /// The symlink target.
 std::string_view entry_symlink(archive_entry* entry);
-/// Whether the entry carries a size (zip entries may not, until their data is read).
-bool entry_size_known(archive_entry* entry);
 
 }  // namespace hoist

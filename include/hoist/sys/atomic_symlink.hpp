@@ -20,8 +20,4 @@ Expected<void> replace_symlink(int dirfd, const std::string& name, const std::st
 /// EINVAL when it is not a symlink.
 Expected<std::string> read_symlink(int dirfd, const std::string& name, std::string_view display);
 
-/// fsync(2) of a directory, so that the entries created, renamed or removed in
-/// it are on disk.
-Expected<void> fsync_directory(int dirfd, std::string_view display);
-
 }  // namespace hoist
