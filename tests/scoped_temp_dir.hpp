@@ -33,6 +33,19 @@ class ScopedTempDir {
   std::filesystem::path m_path;
 };
 
+/// The threads of this process now (/proc/self/status). A sanitizer's runtime may keep a thread of its own (TSan
+/// does), so tests compare it with a count taken before, never with 1.
+inline int thread_count() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) {
+      return std::stoi(line.substr(8));
+    }
+  }
+  return -1;
+}
+
 /// Writes `content` to `path`, creating parent directories.
 inline void write_text(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::create_directories(path.parent_path());

@@ -14,7 +14,9 @@ namespace {
 
 using hoist::TransferOptions;
 using hoist::TransferStats;
+using hoist::test::flip_byte;
 using hoist::test::lstat_of;
+using hoist::test::make_hundred_files;
 using hoist::test::output_of;
 using hoist::test::rsync_differences;
 using hoist::test::run;
@@ -37,11 +39,6 @@ void make_archivable_tree(const std::filesystem::path& dir) {
       (dir / "with space").string() + "'");
 }
 
-void make_hundred_files(const std::filesystem::path& dir) {
-  run("set -e; for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p '" + dir.string() +
-      "'/d$d; for f in 0 1 2 3 4 5 6 7 8 9; do head -c 10240 /dev/urandom > '" + dir.string() +
-      "'/d$d/f$f; done; done; find '" + dir.string() + "' -exec touch -d '2022-02-02 02:02:02.2' {} +");
-}
 
 }  // namespace
 
@@ -152,9 +149,9 @@ TEST_CASE("Compare::checksum on an archive writes only files whose bytes differ"
   run("tar -C '" + (tmp / "v1").string() + "' -cf '" + (tmp / "v1.tar").string() + "' .");
   stage(tmp / "v1.tar", tmp / "current");
   // Same size and mtime, one byte near the end changed.
-  run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "' && printf Z | dd of='" +
-      (tmp / "v2/big").string() + "' bs=1 seek=2999000 conv=notrunc status=none && touch -r '" +
-      (tmp / "v1/big").string() + "' '" + (tmp / "v2/big").string() + "'");
+  run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "'");
+  flip_byte(tmp / "v2/big", 2999000);
+  run("touch -r '" + (tmp / "v1/big").string() + "' '" + (tmp / "v2/big").string() + "'");
   run("tar -C '" + (tmp / "v2").string() + "' -cf '" + (tmp / "v2.tar").string() + "' .");
 
   hoist::TransferOptions options;

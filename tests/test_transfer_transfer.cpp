@@ -21,7 +21,9 @@ using hoist::DryRun;
 using hoist::Payload;
 using hoist::TransferOptions;
 using hoist::TransferStats;
+using hoist::test::flip_byte;
 using hoist::test::lstat_of;
+using hoist::test::make_hundred_files;
 using hoist::test::open_dir;
 using hoist::test::rsync_differences;
 using hoist::test::run;
@@ -32,12 +34,6 @@ using hoist::test::write_text;
 using hoist::test::xattr_of;
 
 
-/// 100 files of 10 KiB with fixed mtimes, in 10 directories.
-void make_hundred_files(const std::filesystem::path& dir) {
-  run("set -e; for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p '" + dir.string() +
-      "'/d$d; for f in 0 1 2 3 4 5 6 7 8 9; do head -c 10240 /dev/urandom > '" + dir.string() +
-      "'/d$d/f$f; done; done; find '" + dir.string() + "' -exec touch -d '2022-02-02 02:02:02.2' {} +");
-}
 
 }  // namespace
 
@@ -155,7 +151,7 @@ TEST_CASE("Compare::checksum finds a content change that the quick check cannot 
   stage_payload(tmp / "v1", tmp / "current");
   run("cp -a '" + (tmp / "v1").string() + "' '" + (tmp / "v2").string() + "'");
   // Same size, same mtime, other bytes.
-  run("printf 'X' | dd of='" + (tmp / "v2/d5/f5").string() + "' bs=1 seek=5000 conv=notrunc status=none");
+  flip_byte(tmp / "v2/d5/f5", 5000);
   run("touch -d '2022-02-02 02:02:02.2' '" + (tmp / "v2/d5/f5").string() + "'");
 
   const TransferStats quick = stage_payload(tmp / "v2", tmp / "quick", tmp / "current");
@@ -221,6 +217,7 @@ TEST_CASE("paths longer than PATH_MAX are staged through directory fds", "[trans
 
 TEST_CASE("progress is reported with running totals, and no thread outlives stage_tree", "[transfer]") {
   ScopedTempDir tmp;
+  const int threads_before = hoist::test::thread_count();
   run("mkdir -p '" + (tmp / "src").string() + "' && head -c 200000000 /dev/zero > '" + (tmp / "src/big").string() +
       "'");
   make_hundred_files(tmp / "src/small");
@@ -237,7 +234,7 @@ TEST_CASE("progress is reported with running totals, and no thread outlives stag
     CHECK(reports[i].bytes_done >= reports[i - 1].bytes_done);
     CHECK(reports[i].bytes_done <= stats.bytes_done);
   }
-  CHECK(hoist::test::output_of("grep '^Threads:' /proc/" + std::to_string(::getpid()) + "/status") == "Threads:\t1\n");
+  CHECK(hoist::test::thread_count() == threads_before);
 }
 
 TEST_CASE("a default ACL on the staging directory is not inherited by what is staged", "[transfer]") {

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "hoist/transfer/payload.hpp"
@@ -71,6 +73,23 @@ inline bool same_inode(const std::filesystem::path& a, const std::filesystem::pa
   const struct stat sa = lstat_of(a);
   const struct stat sb = lstat_of(b);
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/// 100 files of 10 KiB of random bytes with fixed mtimes, in 10 directories d0..d9, files f0..f9.
+inline void make_hundred_files(const std::filesystem::path& dir) {
+  run("set -e; for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p '" + dir.string() +
+      "'/d$d; for f in 0 1 2 3 4 5 6 7 8 9; do head -c 10240 /dev/urandom > '" + dir.string() +
+      "'/d$d/f$f; done; done; find '" + dir.string() + "' -exec touch -d '2022-02-02 02:02:02.2' {} +");
+}
+
+/// Changes the byte at `offset` of `path` in place (its complement: writing a fixed byte would leave random content
+/// unchanged once in 256 runs), keeping the size; the mtime is the caller's to restore.
+inline void flip_byte(const std::filesystem::path& path, std::streamoff offset) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  char byte = 0;
+  if (!file.seekg(offset).get(byte) || !file.seekp(offset).put(static_cast<char>(~byte)).flush()) {
+    throw std::runtime_error("cannot change a byte of " + path.string());
+  }
 }
 
 /// Makes, under `dir`, a tree with one of everything rsync -aHAX keeps:
