@@ -1,4 +1,9 @@
 #include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
 
 #include <catch2/catch.hpp>
 
@@ -52,4 +57,36 @@ TEST_CASE("our own mount namespace is the same as itself and has a name", "[moun
   auto missing = hoist::MountNamespace::open("/nonexistent/ns/mnt");
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.error().message == "failed to open mount namespace '/nonexistent/ns/mnt': No such file or directory");
+}
+
+TEST_CASE("a file is read as a mount namespace sees it, by a helper that enters it", "[mount_namespace]") {
+  if (::geteuid() != 0) {
+    SUCCEED("entering a mount namespace needs CAP_SYS_ADMIN");
+    return;
+  }
+  auto own = hoist::MountNamespace::own();
+  REQUIRE(own);
+  char dir_template[] = "/tmp/hoist-ns-read.XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  const std::string file = dir + "/release";
+  {
+    std::FILE* out = std::fopen(file.c_str(), "w");
+    REQUIRE(out != nullptr);
+    std::fputs("ID=debian\n", out);
+    std::fclose(out);
+  }
+  auto found = own->read_file(file, 1024);
+  REQUIRE(found);
+  CHECK(*found == std::optional<std::string>("ID=debian\n"));
+  auto missing = own->read_file(dir + "/none", 1024);
+  REQUIRE(missing);
+  CHECK_FALSE(missing->has_value());
+  auto directory = own->read_file(dir, 1024);
+  REQUIRE_FALSE(directory);
+  CHECK_THAT(directory.error().message, Catch::Contains("not a regular file"));
+  auto too_big = own->read_file(file, 4);
+  CHECK_FALSE(too_big);
+  ::unlink(file.c_str());
+  ::rmdir(dir.c_str());
 }

@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 
 #include "hoist/util/expected.hpp"
@@ -34,6 +35,11 @@ class MountNamespace {
   /// thread, so this is for a single-threaded process: in hoist, a forked
   /// helper, whatever threads its parent had.
   [[nodiscard]] Expected<void> enter() const;
+
+  /// Reads the regular file at the absolute `path` as this namespace sees it (resolved from its root, symlinks
+  /// followed), at most `max_bytes`: nullopt when it does not exist. A forked helper enters the namespace and
+  /// sends the content back, so this process stays where it is, whatever threads it has.
+  [[nodiscard]] Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_bytes) const;
 
  private:
   MountNamespace(Fd fd, std::string path, dev_t dev, ino_t ino)
