@@ -97,6 +97,9 @@ class SystemBus:
         """Starts dbusmock with one of dbus_mocks/<template>.py; returns its Service
         once its name is on the bus."""
         log = self.work_dir / f"{template}.calls"
+        if template == "systemd_manager":
+            # Its refresh of systemd-sysext.service shows what it merged in the host root's /usr.
+            parameters.setdefault("sysext_root", str(self.host_root))
         name = {"systemd_manager": "org.freedesktop.systemd1", "logind_manager": "org.freedesktop.login1"}[template]
         env = dict(os.environ, **self.env())
         env.pop("PYTHONPATH", None)

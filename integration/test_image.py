@@ -220,8 +220,9 @@ class Job:
     privileged with CAP_SYS_BOOT, the prepare container not."""
 
     def __init__(self, plan, host_root, work_dir, image_names, secrets=None, kubernetes=("10.43.0.1", 443),
-                 service_account=None):
+                 service_account=None, extra_env=None):
         self.plan = plan
+        self.extra_env = dict(extra_env or {})
         self.name = plan["metadata"]["name"]
         self.version = munge(plan["spec"]["version"])
         self.hash = plan_hash(plan)
@@ -283,6 +284,7 @@ class Job:
                     "SYSTEM_UPGRADE_PLAN_LATEST_VERSION": self.version,
                     "KUBERNETES_SERVICE_HOST": self.kubernetes[0], "KUBERNETES_SERVICE_PORT": str(self.kubernetes[1]),
                     "KUBERNETES_PORT": f"tcp://{self.kubernetes[0]}:{self.kubernetes[1]}"})
+        env.update(self.extra_env)
         return env
 
     def args(self, container):
@@ -557,10 +559,14 @@ def test_a_sysext_plan_job_links_the_extension_and_refreshes_sysext(plans, paylo
         pytest.skip("reading a sysext image needs loop devices (/dev/loop-control)")
     systemd = system_bus.start("systemd_manager")
     image = payloads.get("sysext", SYSEXT_V1)
+    # The scratch host root is not the root of PID 1's mount namespace here, as it is on a node: the container's
+    # own namespace shows the extension the systemd double merged under /host.
     job = Job(plans["sysext-node-tools"], host_root, tmp_path / "job",
-              {"localhost/hoist-sysext": image.rsplit(":", 1)[0]})
+              {"localhost/hoist-sysext": image.rsplit(":", 1)[0]},
+              extra_env={"HOIST_HOST_MOUNT_NAMESPACE": "/proc/self/ns/mnt"})
     result = job.run()
     assert result.returncode == 0, result
+    assert "health: sysext:/etc/extensions/node-tools.raw passed" in result.stderr
     assert "node-tools: the extension-release of /payload/node-tools.raw matches the host's os-release" in result.stderr
     link = host_root / "etc/extensions/node-tools.raw"
     assert os.readlink(link) == f"/var/lib/hoist/node-tools/node-tools-{SYSEXT_V1}.raw"

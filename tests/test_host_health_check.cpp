@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -130,4 +131,49 @@ TEST_CASE("node-ready without a cluster to ask does not pass", "[health_check]")
   const auto seen = hoist::look_at(parse_health_check("node-ready"), hoist::HealthProbes{}, std::chrono::seconds(0));
   CHECK_FALSE(seen.passed);
   CHECK(seen.detail == "no cluster to ask: node-ready needs the Job's service account");
+}
+
+TEST_CASE("the sysext check names the destination whose extension must be merged", "[health_check]") {
+  const HealthCheck check = hoist::sysext_merge_check("/etc/extensions/tools.raw");
+  CHECK(check.kind == HealthCheck::Kind::sysext);
+  CHECK(check.spec == "sysext:/etc/extensions/tools.raw");
+  CHECK(check.target == "/etc/extensions/tools.raw");
+  // What a state recorded reads back as the same check.
+  CHECK(parse_health_check(check.spec).target == check.target);
+  CHECK_THROWS_WITH(parse_health_check("sysext:tools.raw"),
+                    Catch::Contains("the destination must be an absolute path on the host"));
+}
+
+TEST_CASE("a final failure ends the checks at once, before the timeout, and names that check", "[health_check]") {
+  hoist::HealthPolicy policy;
+  policy.checks = {parse_health_check("exec:/nonexistent-check"), hoist::sysext_merge_check("/etc/extensions/x")};
+  policy.timeout = std::chrono::seconds(60);
+  hoist::HealthProbes probes;
+  auto root = hoist::HostRoot::open("/");
+  REQUIRE(root);
+  probes.root = &*root;
+  int looks = 0;
+  probes.sysext_merged = [&looks](const std::string& destination) {
+    ++looks;
+    hoist::HealthLook look;
+    look.detail = destination + " is not merged";
+    look.final = true;
+    return look;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const hoist::HealthVerdict verdict = hoist::wait_until_healthy(policy, probes);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(looks == 1);
+  CHECK_FALSE(verdict.healthy);
+  CHECK(verdict.final);
+  CHECK(verdict.failed_check == "sysext:/etc/extensions/x");
+  CHECK(verdict.detail == "/etc/extensions/x is not merged");
+}
+
+TEST_CASE("a passing sysext look passes; without a probe it cannot", "[health_check]") {
+  hoist::HealthProbes probes;
+  const HealthCheck check = hoist::sysext_merge_check("/etc/extensions/x");
+  CHECK_FALSE(hoist::look_at(check, probes, std::chrono::seconds(0)).passed);
+  probes.sysext_merged = [](const std::string&) { return hoist::HealthLook{true, "merged", {}, false}; };
+  CHECK(hoist::look_at(check, probes, std::chrono::seconds(0)).passed);
 }

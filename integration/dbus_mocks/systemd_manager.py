@@ -13,6 +13,8 @@ Parameters (JSON, dbusmock -p):
   sick_jobs:       [n, ...]             which of a unit's jobs (1 = its first) `dies` and `flaps` apply to;
                                         all when absent (a rollback's restart starts a healthy old version)
   active_since:    {unit: s}            units active before any job, entered that many seconds ago (a boot)
+  sysext_root:     DIR                  the host root (the harness passes it): a job of systemd-sysext.service
+                                        refreshes the extensions linked there (see refresh_sysext)
 
 Units carry ActiveState, SubState, ActiveEnterTimestampMonotonic (CLOCK_MONOTONIC
 microseconds, the clock systemd uses) and, for services, NRestarts and Result.
@@ -22,6 +24,10 @@ Manager.Reboot is implemented only to be caught being called: hoist must never
 call it.
 '''
 
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 
 import dbus
@@ -47,6 +53,8 @@ def load(mock, parameters):
     mock.dies = dict(parameters.get('dies', {}))
     mock.flaps = dict(parameters.get('flaps', {}))
     mock.sick_jobs = parameters.get('sick_jobs')
+    mock.sysext_root = parameters.get('sysext_root')
+    mock.sysext_merged = []
     mock.jobs_of = {}
     mock.AddProperties(MAIN_IFACE, {'Version': 'v252'})
     for name, seconds in parameters.get('active_since', {}).items():
@@ -108,6 +116,87 @@ def sicken(self, name):
         GLib.timeout_add(int(self.flaps[name]), flap)
 
 
+# systemd-sysext 252's directories, in its order of precedence.
+SYSEXT_DIRS = ['etc/extensions', 'run/extensions', 'var/lib/extensions', 'usr/local/lib/extensions',
+               'usr/lib/extensions']
+RELEASE_DIR = 'usr/lib/extension-release.d'
+
+
+def in_root(root, path, hops=40):
+    """`path` (inside `root`) with its last component's symlinks resolved inside `root`, as the host would."""
+    while hops > 0 and os.path.islink(path):
+        target = os.readlink(path)
+        path = os.path.join(root, target.lstrip('/')) if target.startswith('/') else \
+            os.path.join(os.path.dirname(path), target)
+        hops -= 1
+    return path
+
+
+def refresh_sysext(self):
+    """What the reload of systemd-sysext.service does to the host root's /usr, decided by the real systemd-sysext.
+
+    The real `systemd-sysext refresh --root` cannot be pointed at the scratch host root: systemd 252 does not
+    resolve hoist's host-absolute links inside --root ("No extensions found"), and its merge is an overlay mount
+    that the test's own mount namespace would keep. So the linked images are copied, as the host resolves the
+    links, into a scratch root beside a copy of the host's os-release; the real `systemd-sysext merge --root` merges
+    them in a private mount namespace (a tmpfs on /run, its workspace); and the release files its overlay shows
+    under /usr/lib/extension-release.d are what this leaves in the host root's, in place of those of the last
+    refresh: an image systemd skips leaves none. Without root, unshare or systemd-sysext, every image's release
+    file is taken as merged."""
+    root = self.sysext_root
+    shown = os.path.join(root, RELEASE_DIR)
+    for path in self.sysext_merged:
+        if os.path.lexists(path):
+            os.unlink(path)
+    self.sysext_merged = []
+    work = tempfile.mkdtemp(prefix='sysext-refresh.')
+    try:
+        scratch = os.path.join(work, 'root')
+        out = os.path.join(work, 'merged')
+        os.makedirs(os.path.join(scratch, 'etc/extensions'))
+        os.makedirs(os.path.join(scratch, 'usr/lib'))
+        os.makedirs(out)
+        for release in ('etc/os-release', 'usr/lib/os-release'):
+            source = in_root(root, os.path.join(root, release))
+            if os.path.isfile(source):
+                shutil.copy2(source, os.path.join(scratch, 'etc/os-release'))
+                break
+        for directory in SYSEXT_DIRS:
+            here = os.path.join(root, directory)
+            if not os.path.isdir(here) or os.path.islink(here):
+                continue
+            for name in sorted(os.listdir(here)):
+                source = in_root(root, os.path.join(here, name))
+                copy = os.path.join(scratch, 'etc/extensions', name)
+                if os.path.lexists(copy):
+                    continue
+                if os.path.isdir(source):
+                    shutil.copytree(source, copy, symlinks=True)
+                elif os.path.isfile(source):
+                    shutil.copy2(source, copy)
+        real = os.geteuid() == 0 and shutil.which('systemd-sysext') and shutil.which('unshare')
+        if real:
+            script = (f'mount --make-rshared / && mount -t tmpfs tmpfs /run && '
+                      f'systemd-sysext merge --root="$1" >&2; '
+                      f'if [ -d "$1/{RELEASE_DIR}" ]; then cp -a "$1/{RELEASE_DIR}/." "$2/"; fi')
+            subprocess.run(['unshare', '-m', 'sh', '-c', script, 'sh', scratch, out], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            for name in os.listdir(os.path.join(scratch, 'etc/extensions')):
+                image = os.path.join(scratch, 'etc/extensions', name)
+                releases = os.path.join(image, RELEASE_DIR)
+                if os.path.isdir(releases):
+                    for release in os.listdir(releases):
+                        shutil.copy2(os.path.join(releases, release), out)
+        if os.listdir(out):
+            os.makedirs(shown, exist_ok=True)
+        for name in sorted(os.listdir(out)):
+            shutil.copy2(os.path.join(out, name), os.path.join(shown, name))
+            self.sysext_merged.append(os.path.join(shown, name))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def emit_removed(self, job_id, job, name, result):
     self.EmitSignal(MAIN_IFACE, 'JobRemoved', 'uoss', [dbus.UInt32(job_id), dbus.ObjectPath(job), name, result])
     return False
@@ -121,6 +210,8 @@ def queue_job(self, name):
     job = f'{MAIN_OBJ}/job/{job_id}'
     result = self.results.get(name, 'done')
     self.jobs_of[name] = self.jobs_of.get(name, 0) + 1
+    if result == 'done' and name == 'systemd-sysext.service' and self.sysext_root:
+        refresh_sysext(self)
     settle_unit(self, name, result)
     if result == 'done':
         sicken(self, name)

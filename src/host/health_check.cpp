@@ -313,7 +313,19 @@ HealthCheck parse_health_check(std::string_view text) {
     }
     return check;
   }
+  if (text.starts_with("sysext:")) {
+    check.kind = HealthCheck::Kind::sysext;
+    check.target = std::string(text.substr(7));
+    if (!check.target.starts_with('/')) {
+      refuse(text, "the destination must be an absolute path on the host");
+    }
+    return check;
+  }
   refuse(text, "unknown kind of check");
+}
+
+HealthCheck sysext_merge_check(const std::string& destination) {
+  return parse_health_check("sysext:" + destination);
 }
 
 std::string describe(const std::vector<HealthCheck>& checks) {
@@ -337,6 +349,11 @@ HealthLook look_at(const HealthCheck& check, const HealthProbes& probes, std::ch
         return {false, "no cluster to ask: node-ready needs the Job's service account"};
       }
       return probes.node_ready(probes.kubelet_version);
+    case HealthCheck::Kind::sysext:
+      if (!probes.sysext_merged) {
+        return {false, "no way to look at the merged extensions"};
+      }
+      return probes.sysext_merged(check.target);
   }
   return {false, "unknown check"};
 }
@@ -350,8 +367,9 @@ HealthVerdict wait_until_healthy(const HealthPolicy& policy, const HealthProbes&
   auto pause = std::chrono::duration_cast<std::chrono::milliseconds>(k_first_pause);
   for (;;) {
     throw_if_interrupted("checking the health of the new version");
-    HealthVerdict verdict{true, {}, {}};
+    HealthVerdict verdict{true, {}, {}, false};
     std::chrono::milliseconds soonest{0};  // the first moment a settling unit may pass
+    bool final = false;
     for (const auto& check : policy.checks) {
       HealthLook look = look_at(check, probes, policy.settle);
       const auto seen = last.find(check.spec);
@@ -361,8 +379,9 @@ HealthVerdict wait_until_healthy(const HealthPolicy& policy, const HealthProbes&
       if (look.passes_in.count() > 0 && (soonest.count() == 0 || look.passes_in < soonest)) {
         soonest = look.passes_in;
       }
-      if (!look.passed && verdict.healthy) {
-        verdict = HealthVerdict{false, check.spec, look.detail};
+      if (!look.passed && (verdict.healthy || (look.final && !final))) {
+        verdict = HealthVerdict{false, check.spec, look.detail, look.final};
+        final = final || look.final;
       }
       last[check.spec] = std::move(look);
       throw_if_interrupted("checking the health of the new version");
@@ -373,6 +392,10 @@ HealthVerdict wait_until_healthy(const HealthPolicy& policy, const HealthProbes&
       return verdict;
     }
     const auto now = std::chrono::steady_clock::now();
+    if (final) {
+      spdlog::error("health: {} failed: {}", verdict.failed_check, verdict.detail);
+      return verdict;
+    }
     if (now >= deadline) {
       spdlog::error("health: {} did not pass within {} s: {}", verdict.failed_check, policy.timeout.count(),
                     verdict.detail);

@@ -132,8 +132,11 @@ void HostSteps::make_writable(const std::vector<std::string>& host_paths) {
     return;
   }
   throw_if_interrupted("remounting");
-  m_writable.emplace(m_context.root(), host_paths,
-                     env_or(m_context.env, k_mount_namespace_env, MountNamespace::k_host_path));
+  m_writable.emplace(m_context.root(), host_paths, mount_namespace_path());
+}
+
+std::string HostSteps::mount_namespace_path() const {
+  return env_or(m_context.env, k_mount_namespace_env, MountNamespace::k_host_path);
 }
 
 std::vector<std::string> HostSteps::restarts_owed_by(ComponentKind kind) const {

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "hoist/sys/atomic_file.hpp"
+#include "hoist/util/error.hpp"
 
 namespace hoist {
 
@@ -16,6 +17,10 @@ bool is_staging_leftover(std::string_view name) {
 
 std::string join_host_path(const std::string& dir, std::string_view name) {
   return dir.ends_with('/') ? dir + std::string(name) : dir + "/" + std::string(name);
+}
+
+void Installer::withdraw() {
+  throw Failure("cannot withdraw the current version: this kind has no link of its own to remove");
 }
 
 std::unique_ptr<Installer> make_installer(const HostRoot& root, InstallTarget target, Durability durability) {

@@ -124,6 +124,20 @@ void LinkedVersionInstaller::rollback(const std::string& version, const std::str
   switch_link(version);
 }
 
+void LinkedVersionInstaller::withdraw() {
+  auto parent = HostDir::open(m_root, m_dest_parent);
+  if (!parent) {
+    if (parent.error().errnum == ENOENT) {
+      return;  // no directory, no link
+    }
+    throw Failure(parent.error().message);
+  }
+  if (::unlinkat(parent->fd(), m_link_name.c_str(), 0) != 0 && errno != ENOENT) {
+    throw Failure(system_message("remove " + in_quotes(parent->display(m_link_name)), errno));
+  }
+  parent->sync().value();
+}
+
 void LinkedVersionInstaller::remove_version(const std::string& version) {
   if (auto versions = HostDir::open(m_root, m_versions_path)) {
     versions->remove_entry(entry_name(version)).value();

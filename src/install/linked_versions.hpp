@@ -28,6 +28,7 @@ class LinkedVersionInstaller : public Installer {
   void discard_staged() override;
   void check_rollback(const std::string& version, const std::string& current) override;
   void rollback(const std::string& version, const std::string& current) override;
+  void withdraw() override;
   void remove_version(const std::string& version) override;
 
  protected:

@@ -268,9 +268,14 @@ void tidy_up(const StateStore& store, Work& work) {
 }
 
 // Host integration: the components as HostSteps::after_switch() takes them.
-// The checks a component's switch makes owed: the run's, then its own.
+// The checks a component's switch makes owed: that a sysext is merged (first: the others may need what it brings),
+// the run's, then its own.
 std::vector<HealthCheck> checks_of(const Work& work, const UpgradeOptions& options) {
-  std::vector<HealthCheck> checks = options.health.checks;
+  std::vector<HealthCheck> checks;
+  if (work.item.spec.kind == ComponentKind::sysext) {
+    checks.push_back(sysext_merge_check(work.item.spec.destination));
+  }
+  checks.insert(checks.end(), options.health.checks.begin(), options.health.checks.end());
   checks.insert(checks.end(), work.item.health_checks.begin(), work.item.health_checks.end());
   return checks;
 }

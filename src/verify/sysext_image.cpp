@@ -143,7 +143,42 @@ ExtensionRelease read_release_in(const HostRoot& root, std::string_view image_na
     throw Error(ExitCode::verification,
                 "sysext image '" + shown + "' contains 'usr/lib/os-release', which systemd-sysext refuses");
   }
-  return {parse_os_release(text, shown + ":" + release_path), release_path};
+  return {parse_os_release(text, shown + ":" + release_path), release_path, text};
+}
+
+// The filesystem of an image file by its superblock magic; nullopt when it is neither.
+std::optional<SysextImageType> image_file_type(int fd) {
+  std::array<unsigned char, 4> magic{};
+  if (read_at(fd, 0, magic.data(), magic.size()) && std::memcmp(magic.data(), "hsqs", 4) == 0) {
+    return SysextImageType::squashfs;
+  }
+  // EROFS_SUPER_MAGIC_V1, little-endian, at EROFS_SUPER_OFFSET.
+  constexpr std::array<unsigned char, 4> k_erofs{0xE2, 0xE1, 0xF5, 0xE0};
+  if (read_at(fd, 1024, magic.data(), magic.size()) && magic == k_erofs) {
+    return SysextImageType::erofs;
+  }
+  return std::nullopt;
+}
+
+// Reads the release file of the image file `image` (of filesystem `type`), mounted read-only on a loop device,
+// detached from every mount table, for as long as the read takes.
+ExtensionRelease read_image_file_release(int image, SysextImageType type, std::string_view image_name,
+                                         const std::string& shown) {
+  auto loop = LoopDevice::attach_read_only(image, shown);
+  if (!loop) {
+    throw Failure(loop.error().message);
+  }
+  auto mounted = DetachedMount::mount_read_only(std::string(to_string(type)), loop->path(), shown);
+  if (!mounted) {
+    throw Failure(mounted.error().message);
+  }
+  // The detached mount has no path of its own: the image root is reached
+  // through its descriptor, and resolved inside it like a host root.
+  auto root = HostRoot::open("/proc/self/fd/" + std::to_string(mounted->fd()));
+  if (!root) {
+    throw Failure(root.error().message);
+  }
+  return read_release_in(*root, image_name, shown);
 }
 
 }  // namespace
@@ -154,14 +189,8 @@ SysextImageType detect_sysext_image(const Payload& payload) {
     return SysextImageType::directory;
   }
   const Fd fd = payload.reopen();
-  std::array<unsigned char, 4> magic{};
-  if (read_at(fd.get(), 0, magic.data(), magic.size()) && std::memcmp(magic.data(), "hsqs", 4) == 0) {
-    return SysextImageType::squashfs;
-  }
-  // EROFS_SUPER_MAGIC_V1, little-endian, at EROFS_SUPER_OFFSET.
-  constexpr std::array<unsigned char, 4> k_erofs{0xE2, 0xE1, 0xF5, 0xE0};
-  if (read_at(fd.get(), 1024, magic.data(), magic.size()) && magic == k_erofs) {
-    return SysextImageType::erofs;
+  if (const auto type = image_file_type(fd.get())) {
+    return *type;
   }
   throw UsageError("sysext payload '" + shown + "' is neither a directory nor a squashfs or erofs image");
 }
@@ -211,21 +240,32 @@ ExtensionRelease read_extension_release(const Payload& payload, SysextImageType 
   }
   // The image that staging copies (Payload::reopen), not whatever is at the path by then.
   const Fd image = payload.reopen();
-  auto loop = LoopDevice::attach_read_only(image.get(), shown);
-  if (!loop) {
-    throw Failure(loop.error().message);
+  return read_image_file_release(image.get(), type, image_name, shown);
+}
+
+ExtensionRelease read_installed_extension_release(const HostRoot& root, const std::string& image_path,
+                                                  std::string_view image_name) {
+  const std::string shown = root.display(image_path);
+  auto fd = root.open(image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (!fd) {
+    throw Failure(fd.error().message);
   }
-  auto mounted = DetachedMount::mount_read_only(std::string(to_string(type)), loop->path(), shown);
-  if (!mounted) {
-    throw Failure(mounted.error().message);
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) {
+    throw Failure(system_message("stat " + in_quotes(shown), errno));
   }
-  // The detached mount has no path of its own: the image root is reached
-  // through its descriptor, and resolved inside it like a host root.
-  auto root = HostRoot::open("/proc/self/fd/" + std::to_string(mounted->fd()));
-  if (!root) {
-    throw Failure(root.error().message);
+  if (S_ISDIR(st.st_mode)) {
+    auto image = HostRoot::open("/proc/self/fd/" + std::to_string(fd->get()));
+    if (!image) {
+      throw Failure(image.error().message);
+    }
+    return read_release_in(*image, image_name, shown);
   }
-  return read_release_in(*root, image_name, shown);
+  const auto type = S_ISREG(st.st_mode) ? image_file_type(fd->get()) : std::nullopt;
+  if (!type) {
+    throw Failure("sysext image " + in_quotes(shown) + " is neither a directory nor a squashfs or erofs image");
+  }
+  return read_image_file_release(fd->get(), *type, image_name, shown);
 }
 
 void verify_sysext_payload(const HostRoot& root, const Payload& payload, std::string_view destination) {

@@ -77,6 +77,9 @@ class HostSteps {
   /// end (also after a failure or SIGTERM). Nothing happens for no paths.
   void make_writable(const std::vector<std::string>& host_paths);
 
+  /// The file of the host's mount namespace: `$HOIST_HOST_MOUNT_NAMESPACE`, else /proc/1/ns/mnt.
+  [[nodiscard]] std::string mount_namespace_path() const;
+
   /// The restarts a switch of a component of `kind` makes owed, in order: the sysext refresh
   /// (systemd-sysext.service) for a sysext, then the `--restart` units. The run records them in the state
   /// it saves with the switch (ComponentState::owed_restarts), before after_switch() does them.

@@ -111,6 +111,11 @@ class Installer {
   /// for tree, `previous` to `current`; sync: restores the backup).
   virtual void rollback(const std::string& version, const std::string& current) = 0;
 
+  /// Removes the destination's link, durably, so that no version is current; the kept versions stay (sysext: a
+  /// first install that systemd-sysext did not merge leaves nothing linked). Throws hoist::Failure for the kinds
+  /// that have no link of their own to remove (tree, sync).
+  virtual void withdraw();
+
   /// Removes the kept `version` from the host (the --keep garbage collection).
   virtual void remove_version(const std::string& version) = 0;
 };

@@ -31,6 +31,7 @@ std::string sysext_image_name(std::string_view destination, SysextImageType type
 struct ExtensionRelease {
   OsRelease fields;
   std::string path;  ///< `usr/lib/extension-release.d/extension-release.<name>`, or the file used in its place
+  std::string text;  ///< the file's bytes, as a merged `/usr` shows them
 };
 
 /// The extension-release of a sysext payload, read from inside it:
@@ -45,6 +46,12 @@ struct ExtensionRelease {
 /// extension must not replace the host's identity), or a release file systemd
 /// would refuse to parse; hoist::Failure when the image cannot be mounted.
 ExtensionRelease read_extension_release(const Payload& payload, SysextImageType type, std::string_view image_name);
+
+/// The extension-release of the image installed at `image_path` (a host path under `root`: a directory, or a
+/// squashfs or erofs image file), read as read_extension_release() reads a payload's. Throws as it does, and
+/// hoist::Failure naming the path when it cannot be opened or is neither.
+ExtensionRelease read_installed_extension_release(const HostRoot& root, const std::string& image_path,
+                                                  std::string_view image_name);
 
 /// The verification of a sysext payload before anything on the host changes:
 /// its extension-release against the host's os-release, as systemd-sysext
