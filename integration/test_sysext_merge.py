@@ -7,13 +7,16 @@ matches the host through ID_LIKE passes hoist's own check and is skipped by syst
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from conftest import run_hoist
 from payloads import state_of, upgrade
+from test_restart_reboot import finish, spawn
 from test_sysext import extension_tree, needs_loop, squashfs, sysext_args
 
 pytestmark = pytest.mark.skipif(
@@ -114,6 +117,30 @@ def test_a_first_install_that_does_not_merge_leaves_no_extension_linked(host_roo
     assert "1.0" in quarantined(state) and why in quarantined(state)["1.0"]
     upgrade(host_root, *sysext_args(tree(tmp_path, "1.0"), "1.0", DEST), env=OWN, check=3)
     assert not os.path.lexists(host_root / LINK)
+
+
+def test_a_run_killed_before_the_check_leaves_it_owed_to_the_next_run(host_root, tmp_path, system_bus):
+    (host_root / "etc/os-release").write_text(UBUNTU)
+    # Each refresh's job ends 2 s after it was queued: time to kill hoist while it waits for it.
+    systemd = system_bus.start("systemd_manager", delays={"systemd-sysext.service": 2000})
+    upgrade(host_root, *sysext_args(tree(tmp_path, "1.0", "ubuntu"), "1.0", DEST), env=OWN, check=0)
+    process = spawn(host_root, "--lock-timeout", "5", *sysext_args(tree(tmp_path, "1.1"), "1.1", DEST), env=OWN)
+    systemd.wait_for_call('ReloadOrRestartUnit "systemd-sysext.service" "replace"')
+    while len(systemd.called("ReloadOrRestartUnit")) < 2:
+        assert process.poll() is None, finish(process)
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    code, _, _ = finish(process)
+    assert code == -signal.SIGKILL
+    state = state_of(host_root, "tools")
+    assert state["current"] == "1.1" and state["owed_health_checks"] == [f"sysext:{DEST}"]
+    # SUC's next pod, the same command: nothing to install, the refresh and the check still owed; it fails.
+    result = upgrade(host_root, *sysext_args(tree(tmp_path, "1.1"), "1.1", DEST), env=OWN, check=1)
+    assert f"health check sysext:{DEST} failed: extension 'tools' (SYSEXT_VERSION_ID=1.1) is not merged" \
+        in result.stderr
+    assert os.readlink(host_root / LINK) == "/var/lib/hoist/tools/tools-1.0"
+    assert (host_root / MERGED).read_text() == release("1.0", "ubuntu")
+    assert "1.1" in quarantined(state_of(host_root, "tools"))
 
 
 def test_the_check_reads_the_host_s_mount_namespace(host_root, tmp_path, system_bus):
