@@ -79,7 +79,8 @@ HealthLook look_at_sysext_merge(const HostRoot& root, const std::string& namespa
   look.final = true;
   try {
     const bool raw = destination.ends_with(".raw");
-    const std::string name = sysext_image_name(destination, raw ? SysextImageType::squashfs : SysextImageType::directory);
+    const std::string name =
+        sysext_image_name(destination, raw ? SysextImageType::squashfs : SysextImageType::directory);
     auto parent = root.open_parent(destination);
     if (!parent) {
       throw Failure(parent.error().message);
@@ -89,7 +90,8 @@ HealthLook look_at_sysext_merge(const HostRoot& root, const std::string& namespa
       look.detail = "no extension is linked at " + in_quotes(root.display(destination)) + ": " + link.error().message;
       return look;
     }
-    const std::string image = link->starts_with('/') ? *link : destination.substr(0, destination.rfind('/') + 1) + *link;
+    const std::string image =
+        link->starts_with('/') ? *link : destination.substr(0, destination.rfind('/') + 1) + *link;
     const ExtensionRelease expected = read_installed_extension_release(root, image, name);
     const std::string merged_path = "/" + expected.path;
     const MergedRelease merged = read_merged(root, namespace_path, merged_path);

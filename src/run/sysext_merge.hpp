@@ -14,6 +14,7 @@ namespace hoist {
 /// host's `/usr` is the host's mount and is not seen under `/host`); when that namespace cannot be opened or is this
 /// process's own, the file is read under `root`, and a warning says so. A failure is `final`: the refresh is over
 /// when the checks run, and waiting merges nothing.
-HealthLook look_at_sysext_merge(const HostRoot& root, const std::string& namespace_path, const std::string& destination);
+HealthLook look_at_sysext_merge(const HostRoot& root, const std::string& namespace_path,
+                                const std::string& destination);
 
 }  // namespace hoist
