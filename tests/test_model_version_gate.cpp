@@ -122,17 +122,25 @@ TEST_CASE("the installed version is the first token of a program's output that p
   CHECK_FALSE(first_version_in("", VersionScheme::k3s));
 }
 
-TEST_CASE("the installed-version source takes exec:ARGS and nothing else", "[gate]") {
+TEST_CASE("the installed-version source takes exec:ARGS or node and nothing else", "[gate]") {
   using hoist::parse_installed_version_from;
   CHECK(parse_installed_version_from("exec:--version").exec_args == std::vector<std::string>{"--version"});
+  CHECK_FALSE(parse_installed_version_from("exec:--version").node);
+  const auto node = parse_installed_version_from("node");
+  CHECK(node.node);
+  CHECK(node.given());
+  CHECK(node.exec_args.empty());
   CHECK(parse_installed_version_from("exec:version  --short").exec_args ==
         std::vector<std::string>{"version", "--short"});
   CHECK_THROWS_WITH(parse_installed_version_from("exec:"),
                     "invalid installed-version source 'exec:': exec: needs the arguments that make the program print "
                     "its version (e.g. exec:--version)");
-  CHECK_THROWS_WITH(parse_installed_version_from("node"),
-                    "invalid installed-version source 'node': expected exec:ARGS (the destination's file run with "
-                    "ARGS, e.g. exec:--version)");
+  CHECK_THROWS_WITH(parse_installed_version_from("nodes"),
+                    "invalid installed-version source 'nodes': expected exec:ARGS (the destination's file run with "
+                    "ARGS, e.g. exec:--version) or node (the kubeletVersion of the Node this Job runs on)");
+  CHECK_THROWS_WITH(parse_installed_version_from("node:n1"),
+                    "invalid installed-version source 'node:n1': expected exec:ARGS (the destination's file run with "
+                    "ARGS, e.g. exec:--version) or node (the kubeletVersion of the Node this Job runs on)");
   CHECK_THROWS_WITH(parse_installed_version_from("exec:--version\n"),
                     "invalid installed-version source 'exec:--version\\n': it contains control characters");
 }

@@ -1,12 +1,17 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <memory>
 
 #include "commands.hpp"
+#include "hoist/kube/own_node.hpp"
+#include "hoist/kube/plan_progress.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/model/manifest.hpp"
 #include "hoist/run/upgrade_run.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 #include "host_action_options.hpp"
 #include "node_ready.hpp"
 
@@ -32,6 +37,9 @@ constexpr const char* k_component_flags[] = {"--component",
 // rarely pass 10:1.
 constexpr uint64_t k_default_unpack_ratio = 200;
 
+// One GET of the Node: the gate waits for it, so a silent API server must not hold up the run for long.
+constexpr std::chrono::seconds k_node_timeout{15};
+
 class UpgradeCommand final : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
@@ -46,8 +54,9 @@ class UpgradeCommand final : public Command {
         ->option_text("semver|k3s|systemd (default: semver)");
     m_app->add_flag("--allow-downgrade", m_allow_downgrade, "install an older version than the current one");
     m_app->add_option("--installed-version-from", m_installed_version_from,
-                      "exec:ARGS: with no state of hoist's, or one the host drifted from, ask the file at the "
-                      "destination (run with ARGS in the host root) what is installed");
+                      "exec:ARGS or node: with no state of hoist's, or one the host drifted from, ask the file at "
+                      "the destination (run with ARGS in the host root), or the Node this Job runs on (its "
+                      "kubeletVersion), what is installed");
     m_app->add_flag("--allow-quarantined", m_allow_quarantined,
                     "install a version that a rollback left (with --manifest too)");
     m_app->add_flag("--allow-minor-skip", m_allow_minor_skip,
@@ -117,6 +126,10 @@ class UpgradeCommand final : public Command {
           (void)manifest_check(spec.health_checks[j],
                          "$.components[" + std::to_string(i) + "].health_checks[" + std::to_string(j) + "]");
         }
+        if (spec.installed_version_from.node && m_node_needed_by.empty()) {
+          m_node_needed_by = "manifest '" + m_manifest + "': $.components[" + std::to_string(i) +
+                             "].installed_version_from 'node'";
+        }
         ComponentSpec trusted = spec;
         trusted.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
         apply_trust_policy(trusted, m_trust,
@@ -140,6 +153,9 @@ class UpgradeCommand final : public Command {
       m_spec.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
       if (m_app->count("--installed-version-from") > 0) {
         m_spec.installed_version_from = parse_installed_version_from(m_installed_version_from);
+        if (m_spec.installed_version_from.node) {
+          m_node_needed_by = "--installed-version-from node";
+        }
       }
       m_spec.compare = m_checksum ? Compare::checksum : Compare::quick;
       apply_trust_policy(m_spec, m_trust, "");
@@ -158,6 +174,14 @@ class UpgradeCommand final : public Command {
     }) || std::any_of(m_health.checks.begin(), m_health.checks.end(), is_node_ready);
     if (wants_node) {
       options.probes.node_ready = node_ready_probe(context);
+    }
+    if (!m_node_needed_by.empty()) {
+      // Checked here, before the lock and the gate: outside a Job the version could never be read.
+      const auto own_node = std::make_shared<const OwnNode>(context.suc, m_node_needed_by);
+      options.node_version_source = "the Node " + escaped(own_node->name()) + "'s kubeletVersion";
+      options.node_kubelet_version = [own_node] {
+        return NodeView::from_json(own_node->read(std::chrono::steady_clock::now() + k_node_timeout)).kubelet_version;
+      };
     }
     options.dry_run = m_dry_run ? DryRun::yes : DryRun::no;
     options.progress = progress_style_for_stderr(context.options.log_format);
@@ -196,6 +220,8 @@ class UpgradeCommand final : public Command {
   TrustPolicy m_trust;
   RunSummary m_summary;
   std::string m_installed_version_from;
+  /// The flag or manifest key that asks for the Node's kubelet version (`installed_version_from` `node`), or "".
+  std::string m_node_needed_by;
   bool m_checksum = false;
   bool m_dry_run = false;
   uint64_t m_max_unpacked_bytes = 0;

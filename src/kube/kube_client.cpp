@@ -224,6 +224,25 @@ nlohmann::json KubeClient::create(const KubeResource& resource, const nlohmann::
   return json;
 }
 
+nlohmann::json KubeClient::get(const KubeResource& resource, const std::string& name, Deadline deadline,
+                               const Interrupt* interrupt) const {
+  auto response = request("get", resource, resource.path() + "/" + url_encode(name), deadline, interrupt);
+  const std::string doing = failed_to("get", resource, m_config.server());
+  auto body = response.connection.read_body(deadline, k_max_event_bytes);
+  if (!body) {
+    throw transport_error(body.error(), doing);
+  }
+  if (response.head.status != 200) {
+    throw http_error(response.head.status, status_message(*body, response.head.reason), "get", resource,
+                     m_config.server());
+  }
+  auto json = nlohmann::json::parse(*body, nullptr, false);
+  if (!json.is_object()) {
+    throw KubeError(Kind::bad_response, 200, doing + ": the response is not an object");
+  }
+  return json;
+}
+
 void KubeClient::watch(const KubeResource& resource, const ListQuery& query, const std::string& resource_version,
                        int timeout_seconds, Deadline deadline, const Interrupt* interrupt,
                        const std::function<void(WatchEvent&&)>& on_event) const {

@@ -76,13 +76,18 @@ InstalledVersionFrom parse_installed_version_from(std::string_view text) {
   if (has_control_character(text)) {
     throw UsageError("invalid installed-version source " + shown + ": it contains control characters");
   }
+  InstalledVersionFrom from;
+  from.text = std::string(text);
+  if (text == "node") {
+    from.node = true;
+    return from;
+  }
   constexpr std::string_view k_exec = "exec:";
   if (!text.starts_with(k_exec)) {
     throw UsageError("invalid installed-version source " + shown +
-                     ": expected exec:ARGS (the destination's file run with ARGS, e.g. exec:--version)");
+                     ": expected exec:ARGS (the destination's file run with ARGS, e.g. exec:--version) or node (the "
+                     "kubeletVersion of the Node this Job runs on)");
   }
-  InstalledVersionFrom from;
-  from.text = std::string(text);
   std::string_view args = text.substr(k_exec.size());
   while (!args.empty()) {
     const size_t space = args.find(' ');

@@ -111,7 +111,31 @@ std::optional<Version> probe_installed(const HostRoot& root, Work& work) {
   return version;
 }
 
-void decide(Work& work, const Payload* payload_for_integrity, const HostRoot& root) {
+// --installed-version-from node: what the Node this Job runs on says its kubelet is. A Node that cannot be read,
+// or whose version is not one of the scheme's, fails the run: the gate cannot be trusted without it.
+Version node_installed(Work& work, const UpgradeOptions& options) {
+  const ComponentSpec& spec = work.item.spec;
+  const std::string cannot = work.name() + ": cannot tell the installed version (--installed-version-from node)";
+  if (!options.node_kubelet_version) {
+    throw Failure(cannot + ": this run has no access to the Kubernetes API");
+  }
+  std::string text;
+  try {
+    text = options.node_kubelet_version();
+  } catch (const Failure& e) {
+    throw Failure(cannot + ": " + options.node_version_source + ": " + e.what());
+  }
+  try {
+    Version version = Version::parse(spec.version_scheme, text);
+    work.installed_from = "from " + options.node_version_source;
+    return version;
+  } catch (const UsageError&) {
+    throw Failure(cannot + ": " + options.node_version_source + " is '" + escaped(text) + "', not a " +
+                  std::string(to_string(spec.version_scheme)) + " version");
+  }
+}
+
+void decide(Work& work, const Payload* payload_for_integrity, const HostRoot& root, const UpgradeOptions& options) {
   const ComponentSpec& spec = work.item.spec;
   work.installed = work.state ? parse_installed(*work.state, spec.version_scheme) : std::nullopt;
   work.installed_from.clear();
@@ -119,7 +143,9 @@ void decide(Work& work, const Payload* payload_for_integrity, const HostRoot& ro
   // component there) or when the host drifted from it (that installer ran again), the gate asks the host.
   if (spec.installed_version_from.given() &&
       (!work.installed || work.installer->integrity(work.state->current, nullptr) == Integrity::damaged)) {
-    if (auto probed = probe_installed(root, work)) {
+    auto probed = spec.installed_version_from.node ? std::optional(node_installed(work, options))
+                                                   : probe_installed(root, work);
+    if (probed) {
       spdlog::info("{}: {} is installed ({})", work.name(), probed->text(), work.installed_from);
       work.installed = std::move(probed);
     }
@@ -467,7 +493,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   // One gate for the run: a refusal of any component refuses all of them.
   for (Work& work : works) {
     const LogFields fields = phase_fields(work, "gate");
-    decide(work, &work.item.payload, root);
+    decide(work, &work.item.payload, root, options);
     spdlog::info("gate: {}", work.gate.message);
     if (options.summary != nullptr) {
       options.summary->lines.push_back(work.gate.message);
@@ -559,7 +585,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
     for (Work& work : works) {
       if (work.installer->clean_leftovers(work.state ? &*work.state : nullptr)) {
         store.save(*work.state);
-        decide(work, &work.item.payload, root);
+        decide(work, &work.item.payload, root, options);
         if (work.gate.decision == GateDecision::refused) {
           throw Error(ExitCode::refused, work.gate.message);
         }

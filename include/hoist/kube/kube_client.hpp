@@ -83,7 +83,7 @@ class KubeError : public Failure {
   int m_status;
 };
 
-/// LIST, WATCH and CREATE against the Kubernetes API over HTTPS, JSON decoded. One
+/// LIST, GET, WATCH and CREATE against the Kubernetes API over HTTPS, JSON decoded. One
 /// connection per request (a watch holds its own for its lifetime). Safe to use
 /// from several threads at once. Every call throws KubeError on failure; a 401
 /// re-reads the token file and retries once, since projected tokens rotate.
@@ -96,6 +96,10 @@ class KubeClient {
   /// LIST the collection: all items and the list's resourceVersion.
   ObjectList list(const KubeResource& resource, const ListQuery& query, Deadline deadline,
                   const Interrupt* interrupt = nullptr) const;
+
+  /// GET the object `name` of the collection. A 404 (no such object) is KubeError `not_found`.
+  nlohmann::json get(const KubeResource& resource, const std::string& name, Deadline deadline,
+                     const Interrupt* interrupt = nullptr) const;
 
   /// WATCH from `resource_version` with bookmarks, calling `on_event` for every
   /// event as it arrives. Returns when the server ends the watch (after

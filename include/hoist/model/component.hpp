@@ -44,11 +44,14 @@ enum class AllowQuarantined { no, yes };
 struct InstalledVersionFrom {
   std::string text;                    ///< as given; empty: the state alone decides
   std::vector<std::string> exec_args;  ///< `exec:ARGS`: the file at the destination is run with these arguments
+  /// `node`: the kubeletVersion of the Node this Job runs on (SYSTEM_UPGRADE_NODE_NAME), read from the API
+  bool node = false;
 
   [[nodiscard]] bool given() const { return !text.empty(); }
 };
 
-/// Parses `exec:ARGS` (ARGS split at spaces, at least one). Throws UsageError naming the text for anything else.
+/// Parses `exec:ARGS` (ARGS split at spaces, at least one) or `node`. Throws UsageError naming the text for
+/// anything else.
 InstalledVersionFrom parse_installed_version_from(std::string_view text);
 
 /// The first whitespace-separated token of `output` that is a valid version of `scheme` (`v1.31.2+k3s1` in

@@ -61,6 +61,11 @@ struct UpgradeOptions {
   /// --health-check (every component's), --health-settle, --health-timeout; and what the checks need.
   HealthPolicy health;
   HealthProbes probes;
+  /// `--installed-version-from node`: the kubeletVersion of the Node this Job runs on, as the API spells it; it
+  /// throws hoist::Failure when the Node cannot be read. Set by the CLI when a component asks for it.
+  std::function<std::string()> node_kubelet_version;
+  /// Where that version comes from, for messages: "the Node NAME's kubeletVersion".
+  std::string node_version_source;
 };
 
 /// `hoist upgrade` in the run's order (ARCHITECTURE.md, "The run"): lock, state and gate (one gate for
