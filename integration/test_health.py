@@ -314,11 +314,22 @@ def set_ready(cluster, name, status, kubelet=None):
     cluster.update(NODE_API, name, change)
 
 
+# What node-ready needs of the API and the shipped Plans grant (with the Events every upgrade posts).
+NODE_READY_RBAC = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+                   {"namespace": "default", "apiGroups": ["events.k8s.io"], "resources": ["events"],
+                    "verbs": ["create"]}]
+
+
+def node_requests(cluster):
+    return {(r["verb"], r["path"], r["status"]) for r in cluster.log_requests(method="GET")}
+
+
 @pytest.fixture
 def node_cluster(host_root, tmp_path, pki):
     if not can_fake_service_account():
         pytest.skip("needs root and unshare -m to put a service account at its real path")
     cluster = Cluster(tokens=("token-1",))
+    cluster.rbac = NODE_READY_RBAC
     cluster.add_node("n1", kubelet="v1.30.0+k3s1")
     set_ready(cluster, "n1", "True")
     with FakeApiServer(cluster, pki) as server:
@@ -352,6 +363,27 @@ def test_node_ready_waits_for_the_kubelet_of_the_new_version(host_root, payloads
     assert "health: node-ready passed: node 'n1' is Ready (kubelet v1.30.1+k3s1)" in result.stderr
     assert current(host_root) == "v1.30.1+k3s1"
     assert "token-1" not in result.stderr
+    # Each look is one GET of the node, all that RBAC `get nodes` allows.
+    assert node_requests(cluster) == {("get", "/api/v1/nodes/n1", 200)}
+
+
+def test_node_ready_of_a_node_that_does_not_exist_never_passes(host_root, payloads, node_cluster):
+    cluster, server, sa_dir = node_cluster
+    v1, _ = payloads
+    result = upgrade_in_cluster(sa_dir, server, host_root, *k3s_args(v1, "v1.30.0+k3s1", *FAST), node="n9")
+    assert result.returncode == 1, result.stderr
+    assert "health check node-ready did not pass within 4 s: node 'n9' does not exist" in result.stderr
+    assert node_requests(cluster) == {("get", "/api/v1/nodes/n9", 404)}
+
+
+def test_node_ready_without_the_cluster_is_refused_before_anything_changes(host_root, payloads):
+    v1, _ = payloads
+    before = tree_manifest(host_root)
+    result = upgrade(host_root, *k3s_args(v1, "v1.30.0+k3s1", *FAST), env={"SYSTEM_UPGRADE_NODE_NAME": "n1"},
+                     check=2)
+    assert "--health-check node-ready needs the Kubernetes API as a pod sees it, and KUBERNETES_SERVICE_HOST, " \
+           "KUBERNETES_SERVICE_PORT" in result.stderr
+    assert tree_manifest(host_root) == before
 
 
 def test_a_node_ready_on_the_old_kubelet_is_not_healthy(host_root, payloads, node_cluster):

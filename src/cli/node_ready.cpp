@@ -3,7 +3,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "hoist/kube/kube_client.hpp"
+#include "hoist/kube/own_node.hpp"
 #include "hoist/kube/plan_progress.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
@@ -35,39 +35,26 @@ std::string ready_status(const nlohmann::json& node, std::string& reason) {
 
 }  // namespace
 
-std::function<HealthLook(const std::string& kubelet_version)> node_ready_probe(const Context& context) {
-  const std::string node = context.suc.node_name;
-  if (node.empty()) {
-    throw UsageError("--health-check node-ready needs SYSTEM_UPGRADE_NODE_NAME (set in every SUC Job) to know its "
-                     "Node");
-  }
-  auto client = std::make_shared<std::unique_ptr<KubeClient>>();
-  const SucContext suc = context.suc;
-  return [client, suc, node](const std::string& kubelet_version) -> HealthLook {
+std::function<HealthLook(const std::string& kubelet_version)> node_ready_probe(
+    std::shared_ptr<const OwnNode> own_node) {
+  return [own_node = std::move(own_node)](const std::string& kubelet_version) -> HealthLook {
+    const std::string node = in_quotes(own_node->name());
     try {
-      if (!*client) {
-        *client = std::make_unique<KubeClient>(KubeConfig::in_cluster(suc));
-      }
-      ListQuery query;
-      query.field_selector = "metadata.name=" + node;
-      const ObjectList list = (*client)->list(KubeResource::nodes(), query,
-                                              std::chrono::steady_clock::now() + k_request_timeout);
-      if (list.items.empty()) {
-        return {false, "node " + in_quotes(node) + " does not exist"};
-      }
-      const nlohmann::json& object = list.items.front();
+      const nlohmann::json object = own_node->read(std::chrono::steady_clock::now() + k_request_timeout);
       std::string reason;
       const std::string ready = ready_status(object, reason);
       const NodeView view = NodeView::from_json(object);
       const std::string kubelet = "kubelet " + escaped(view.kubelet_version);
       if (ready != "True") {
-        return {false, "node " + in_quotes(node) + " is not Ready (" + (ready.empty() ? "no Ready condition" :
+        return {false, "node " + node + " is not Ready (" + (ready.empty() ? "no Ready condition" :
                        "Ready=" + escaped(ready) + (reason.empty() ? "" : ", " + escaped(reason))) + "; " + kubelet + ")"};
       }
       if (!kubelet_version.empty() && munge_version(view.kubelet_version) != munge_version(kubelet_version)) {
-        return {false, "node " + in_quotes(node) + " is Ready but its " + kubelet + " is not " + kubelet_version};
+        return {false, "node " + node + " is Ready but its " + kubelet + " is not " + kubelet_version};
       }
-      return {true, "node " + in_quotes(node) + " is Ready (" + kubelet + ")"};
+      return {true, "node " + node + " is Ready (" + kubelet + ")"};
+    } catch (const KubeError& e) {
+      return {false, e.kind() == KubeError::Kind::not_found ? "node " + node + " does not exist" : e.what()};
     } catch (const Error& e) {
       return {false, e.what()};
     }

@@ -172,12 +172,16 @@ class UpgradeCommand final : public Command {
     const bool wants_node = std::any_of(items.begin(), items.end(), [&](const UpgradeItem& item) {
       return std::any_of(item.health_checks.begin(), item.health_checks.end(), is_node_ready);
     }) || std::any_of(m_health.checks.begin(), m_health.checks.end(), is_node_ready);
+    // Made here, before the lock and the gate: outside a Job the Node could never be read. One for both uses.
+    std::shared_ptr<const OwnNode> own_node;
     if (wants_node) {
-      options.probes.node_ready = node_ready_probe(context);
+      own_node = std::make_shared<const OwnNode>(context.suc, "--health-check node-ready");
+      options.probes.node_ready = node_ready_probe(own_node);
     }
     if (!m_node_needed_by.empty()) {
-      // Checked here, before the lock and the gate: outside a Job the version could never be read.
-      const auto own_node = std::make_shared<const OwnNode>(context.suc, m_node_needed_by);
+      if (!own_node) {
+        own_node = std::make_shared<const OwnNode>(context.suc, m_node_needed_by);
+      }
       options.node_version_source = "the Node " + escaped(own_node->name()) + "'s kubeletVersion";
       options.node_kubelet_version = [own_node] {
         return NodeView::from_json(own_node->read(std::chrono::steady_clock::now() + k_node_timeout)).kubelet_version;
