@@ -15,13 +15,13 @@ pytest.register_assert_rewrite("prepare_harness")  # before its import: it is al
 import yaml
 
 from conftest import run_hoist
-from fake_apiserver import Cluster, FakeApiServer, munge, write_kubeconfig
+from fake_apiserver import NODE_API, Cluster, FakeApiServer, munge, write_kubeconfig
 from known_secrets import SA_TOKEN
 from payloads import make_tree
 from prepare_harness import (NAMESPACE, SERVER_PLAN, can_fake_service_account, make_service_account, put_server_plan,
                              start_prepare, suc)
 from suc_emulator import SucEmulator
-from test_node_events import in_pod
+from test_node_events import NODE, in_pod
 from test_node_events import tree_args as node_event_tree_args
 
 pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster
@@ -354,6 +354,13 @@ def budget(plan):
         restart = option(args, "--restart-timeout")
         assert restart is not None, f"{name}: no --restart-timeout"
         parts["restart"] = units * float(restart)
+    if any(a == "--health-check" or a.startswith("--health-check=") for a in args):
+        health = option(args, "--health-timeout")
+        assert health is not None, f"{name}: --health-check without --health-timeout waits its default"
+        parts["health"] = float(health)
+        if "restart" in parts:
+            # A version that fails its checks is switched back and its units restarted again.
+            parts["restart_back"] = parts["restart"]
     if option(args, "--reboot") not in (None, "never"):
         reboot = option(args, "--reboot-timeout")
         assert reboot is not None, f"{name}: no --reboot-timeout"
@@ -375,7 +382,10 @@ def test_the_time_budget_adds_up(rendered):
             # succeeds at the last moment still leaves drain and upgrade their time.
             assert total == deadline, f"{name}: prepare --timeout should be {deadline - (total - parts['prepare'])}"
     plans = plans_of(rendered)
-    assert budget(plans["k3s-agent"])[1] == {"spare": 120, "prepare": 1200, "drain": 300, "lock": 60, "restart": 120}
+    assert budget(plans["k3s-agent"])[1] == {"spare": 120, "prepare": 1200, "drain": 300, "lock": 60, "restart": 120,
+                                             "health": 300, "restart_back": 120}
+    assert budget(plans["k3s-server"]) == (720, {"spare": 120, "lock": 60, "restart": 120, "health": 300,
+                                                 "restart_back": 120})
     assert budget(plans["os-tree"])[0] == 1560
 
 
@@ -468,10 +478,18 @@ PREPARE_NEEDS = {("list", "upgrade.cattle.io", "plans", SUC_NAMESPACE),
 CORDON_NEEDS = {("get", "", "nodes", None), ("patch", "", "nodes", None)}
 # hoist upgrade, and rollback, in every Plan's Job: an Event on the node (test_node_events.py).
 EVENTS_NEEDS = {("create", "events.k8s.io", "events", EVENT_NAMESPACE)}
+# hoist upgrade reading its own Node: the node-ready check, --installed-version-from node.
+OWN_NODE_NEEDS = {("get", "", "nodes", None)}
 DRAIN_NEEDS = CORDON_NEEDS | {("get", "", "pods", None), ("list", "", "pods", None), ("delete", "", "pods", None),
                               ("create", "", "pods/eviction", None)} | \
     {(verb, "apps", resource, None) for verb in ("get", "list")
      for resource in ("statefulsets", "daemonsets", "replicasets")}
+
+
+def reads_own_node(args):
+    """Whether a Plan's hoist upgrade reads the Job's Node (the manifests in the payload images say exec:)."""
+    return option(args, "--installed-version-from") == "node" or \
+        any(a in ("--health-check=node-ready", "node-ready") for a in args)
 
 
 def test_each_plan_runs_as_its_own_account_with_only_what_it_needs(rendered):
@@ -485,6 +503,8 @@ def test_each_plan_runs_as_its_own_account_with_only_what_it_needs(rendered):
             assert account in kinds["ServiceAccount"]
             accounts.add(account)
             needs = set(EVENTS_NEEDS)
+            if reads_own_node(spec["upgrade"]["args"]):
+                needs |= OWN_NODE_NEEDS
             if "prepare" in spec and spec["prepare"]["args"][0] == "prepare":
                 needs |= PREPARE_NEEDS
             if "drain" in spec:
@@ -610,3 +630,55 @@ def test_each_plans_events_role_lets_its_upgrade_post_the_event(overlay, plan, p
         in_pod(account, server.port, host_root, "upgrade", *node_event_tree_args(source, "1.0.0"), check=0)
     assert [(e["reason"], e["metadata"]["namespace"]) for e in cluster.events] == [("HoistUpgraded", EVENT_NAMESPACE)]
     assert [r["status"] for r in cluster.requests] == [201]
+
+
+def node_ready_cluster(rules):
+    cluster = Cluster(tokens=(SA_TOKEN,))
+    cluster.rbac = rules
+    cluster.add_node(NODE)
+    cluster.update(NODE_API, NODE, lambda node: node["status"].__setitem__(
+        "conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]))
+    return cluster
+
+
+def node_checks(args):
+    """A Plan's upgrade arguments that check the node through the API: its node-ready check and
+    --health-timeout (its unit checks need systemd, test_health.py drives those)."""
+    return [a for a in args if a == "--health-check=node-ready" or a.startswith("--health-timeout=")]
+
+
+@pytest.mark.skipif(not can_fake_service_account(), reason="needs root and unshare for a private mount namespace")
+@pytest.mark.parametrize("plan", sorted(EXPECTED_PLANS["k3s"]))
+def test_each_k3s_plans_node_role_is_what_its_node_ready_check_uses(plan, pki, tmp_path, host_root, rendered):
+    args = plans_of(rendered)[plan]["spec"]["upgrade"]["args"]
+    checks = node_checks(args)
+    assert "--health-check=node-ready" in checks and option(checks, "--health-timeout") is not None
+    rules = account_rules(overlay_docs("k3s"), f"hoist-{plan}", "node") + \
+        account_rules(overlay_docs("k3s"), f"hoist-{plan}", "events")
+    assert granted(rules) == OWN_NODE_NEEDS | EVENTS_NEEDS
+    cluster = node_ready_cluster(rules)
+    source = make_tree(tmp_path / "v1", {"a": "one\n"}, 1)
+    account = make_service_account(tmp_path / "sa", pki["ca"], SA_TOKEN)
+    with FakeApiServer(cluster, pki) as server:
+        result = in_pod(account, server.port, host_root, "upgrade", *node_event_tree_args(source, "1.0.0", *checks),
+                        check=0)
+    assert f"health: node-ready passed: node '{NODE}' is Ready" in result.stderr
+    assert not [r for r in cluster.requests if r.get("status") == 403]
+    used = {(r["verb"], r["group"], r["resource"], r["namespace"] or None) for r in cluster.requests}
+    assert used == granted(rules)
+    assert {r["path"] for r in cluster.log_requests(verb="get")} == {f"/api/v1/nodes/{NODE}"}
+
+
+@pytest.mark.skipif(not can_fake_service_account(), reason="needs root and unshare for a private mount namespace")
+@pytest.mark.parametrize("plan", sorted(EXPECTED_PLANS["k3s"]))
+def test_node_ready_fails_without_the_node_role(plan, pki, tmp_path, host_root):
+    cluster = node_ready_cluster(account_rules(overlay_docs("k3s"), f"hoist-{plan}", "events"))
+    source = make_tree(tmp_path / "v1", {"a": "one\n"}, 1)
+    account = make_service_account(tmp_path / "sa", pki["ca"], SA_TOKEN)
+    with FakeApiServer(cluster, pki) as server:
+        result = in_pod(account, server.port, host_root, "upgrade",
+                        *node_event_tree_args(source, "1.0.0", "--health-check=node-ready", "--health-timeout=2"),
+                        check=1)
+    assert "health check node-ready did not pass within 2 s: failed to get nodes on '127.0.0.1:" in result.stderr
+    assert "403 Forbidden (RBAC must allow verb 'get' on resource 'nodes' in the core API group cluster-wide)" \
+        in result.stderr

@@ -32,7 +32,7 @@ pytest.register_assert_rewrite("prepare_harness")
 
 from conftest import record_output
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
-from fake_apiserver import munge, write_kubeconfig
+from fake_apiserver import NODE_API, munge, write_kubeconfig
 from known_secrets import SA_TOKEN
 from payloads import fake_k3s, host_read, manifest_without, state_of
 from prepare_harness import make_service_account, put_server_plan, suc, wait_for_watches
@@ -261,7 +261,8 @@ class Job:
             self.work_dir / "serviceaccount", self._dummy_ca(), SA_TOKEN, plan["metadata"]["namespace"])
 
     def _dummy_ca(self):
-        # The upgrade container never calls the API; the files are there as in any pod.
+        # For the Plans whose upgrade container never calls the API (the k3s Plans' does: see in_cluster()); the
+        # files are there as in any pod.
         path = self.work_dir / "ca.crt"
         path.write_text("-----BEGIN CERTIFICATE-----\nnot used by the upgrade container\n-----END CERTIFICATE-----\n")
         return path
@@ -374,6 +375,24 @@ def plans():
     return load_plans()
 
 
+def node_at(cluster, kubelet):
+    """The Job's Node as the k3s Plans' node-ready check reads it: Ready, its kubelet on `kubelet`."""
+    if cluster.get(NODE_API, NODE) is None:
+        cluster.add_node(NODE)
+
+    def ready(node):
+        node["status"]["nodeInfo"]["kubeletVersion"] = kubelet
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
+    cluster.update(NODE_API, NODE, ready)
+
+
+def in_cluster(server, pki, directory):
+    """A Job's keyword arguments for a pod that reaches the (fake) API server with its service account, as the k3s
+    Plans' upgrade container does for its node-ready check."""
+    return {"kubernetes": (server.host, server.port),
+            "service_account": make_service_account(directory, pki["ca"], "token-1", "system-upgrade")}
+
+
 def set_boot_id(host_root, boot_id):
     (host_root / "proc/sys/kernel/random/boot_id").write_text(boot_id + "\n")
 
@@ -458,19 +477,26 @@ def test_the_image_runs_hoist_with_no_shell_and_no_arguments(hoist_image):
 # ------------------------------------------------------------------ (a) the upgrade container of a Plan
 
 def test_a_k3s_plan_job_upgrades_restarts_and_is_idempotent(plans, payloads, host_root, tmp_path, system_bus,
-                                                            signing_key):
+                                                            signing_key, cluster, server, pki):
     systemd = system_bus.start("systemd_manager")
+    node_at(cluster, K3S_V1)  # the kubelet comes back on the new version
     # What get.k3s.io put there: a static binary (as k3s is), which the recipe's manifest asks its version.
     old_k3s = fake_k3s(host_root, tmp_path, "v1.29.5+k3s1").read_bytes()
     image = payloads.get("k3s", K3S_V1, signed=True)
     plan = signed_variant(plans["k3s-server"])
     release_key = {"release.pem": signing_key["public"].read_bytes()}
     names = {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}
-    job = Job(plan, host_root, tmp_path / "job", names, secrets={"hoist-release-key": release_key})
+    job = Job(plan, host_root, tmp_path / "job", names, secrets={"hoist-release-key": release_key},
+              **in_cluster(server, pki, tmp_path / "sa"))
     assert job.image("upgrade") == image   # SUC's tag: the Plan's version, munged
 
-    result = job.run()
+    result = job.run(timeout=240)  # the unit check waits 30 s (--health-settle's default) after the restart
     assert result.returncode == 0, result
+    assert "health: unit:k3s.service passed" in result.stderr
+    assert f"health: node-ready passed: node '{NODE}' is Ready (kubelet {K3S_V1})" in result.stderr
+    assert state_of(host_root, "k3s")["health"]["verdict"] == "passed"
+    assert {(r["verb"], r["path"]) for r in cluster.requests if r["method"] == "GET"} == \
+        {("get", f"/api/v1/nodes/{NODE}")}
     assert os.readlink(host_root / "usr/local/bin/k3s") == "/var/lib/hoist/k3s/v1.30.1+k3s1/k3s"
     assert host_read(host_root, "/usr/local/bin/k3s") == image_file(image, "/payload/k3s")
     assert b"k3s version v1.30.1+k3s1" in host_read(host_root, "/usr/local/bin/k3s")
@@ -482,7 +508,8 @@ def test_a_k3s_plan_job_upgrades_restarts_and_is_idempotent(plans, payloads, hos
     assert "k3s: verified /payload/k3s against /payload/SHA256SUMS (signed)" in result.stderr
 
     # The pod again (a retry, or the Job's re-run after a reboot): nothing to do, no restart.
-    again = Job(plan, host_root, tmp_path / "job-again", names, secrets={"hoist-release-key": release_key}).run()
+    again = Job(plan, host_root, tmp_path / "job-again", names, secrets={"hoist-release-key": release_key},
+                **in_cluster(server, pki, tmp_path / "sa-again")).run()
     assert again.returncode == 0, again
     assert len(systemd.called("RestartUnit")) == 1
     assert state_of(host_root, "k3s")["last_result"]["outcome"] == "unchanged"
@@ -505,7 +532,8 @@ def test_a_plan_whose_version_the_image_does_not_carry_is_refused(plans, payload
     assert manifest_without(host_root, "run/hoist") == before
 
 
-def test_a_payload_signed_by_another_key_is_refused_before_the_host_changes(plans, payloads, host_root, tmp_path):
+def test_a_payload_signed_by_another_key_is_refused_before_the_host_changes(plans, payloads, host_root, tmp_path,
+                                                                           server, pki):
     image = payloads.get("k3s", K3S_V1, signed=True)
     other = tmp_path / "other"
     other.mkdir()
@@ -515,7 +543,8 @@ def test_a_payload_signed_by_another_key_is_refused_before_the_host_changes(plan
     (host_root / "usr/local/bin").mkdir(parents=True)
     before = manifest_without(host_root, "run/hoist")
     job = Job(signed_variant(plans["k3s-server"]), host_root, tmp_path / "job",
-              {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": {"release.pem": public}})
+              {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": {"release.pem": public}},
+              **in_cluster(server, pki, tmp_path / "sa"))
     result = job.run()
     assert result.returncode == 5, result
     assert "signature of '/payload/SHA256SUMS' does not verify with public key " \
@@ -688,16 +717,18 @@ def test_by_hand_upgrade_then_rollback_with_the_readme_line(payloads, hoist_imag
 
 
 def test_rollback_of_a_k3s_plan_through_the_image_restarts_k3s(plans, payloads, hoist_image, host_root, tmp_path,
-                                                               system_bus, signing_key):
+                                                               system_bus, signing_key, cluster, server, pki):
     systemd = system_bus.start("systemd_manager")
     release_key = {"release.pem": signing_key["public"].read_bytes()}
     plan = signed_variant(plans["k3s-server"])
     (host_root / "usr/local/bin").mkdir(parents=True)
     for index, version in enumerate((K3S_V1, K3S_V2)):
         image = payloads.get("k3s", version, signed=True)
+        node_at(cluster, version)
         job = Job(with_version(plan, version), host_root, tmp_path / f"job{index}",
-                  {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key})
-        result = job.run()
+                  {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key},
+                  **in_cluster(server, pki, tmp_path / f"sa{index}"))
+        result = job.run(timeout=240)  # the unit check waits 30 s after the restart
         assert result.returncode == 0, result
     assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V2}/k3s"
     # The README's one-off rollback Plan: hoist's own image, tagged, no payload.
@@ -717,7 +748,8 @@ def test_rollback_of_a_k3s_plan_through_the_image_restarts_k3s(plans, payloads, 
     # (exit 3, k3s stays on v1, no restart).
     image = payloads.get("k3s", K3S_V2, signed=True)
     again = Job(with_version(plan, K3S_V2), host_root, tmp_path / "job-again",
-                {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key}).run()
+                {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key},
+                **in_cluster(server, pki, tmp_path / "sa-again")).run()
     assert again.returncode == 3, again
     assert f"refusing {K3S_V2}: it is quarantined since" in again.stderr
     assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V1}/k3s"
