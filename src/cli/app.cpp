@@ -9,6 +9,9 @@
 #include <ctime>
 #include <exception>
 #include <map>
+#include <optional>
+#include <stdexcept>
+#include <utility>
 
 #include "command.hpp"
 #include "hoist/model/context.hpp"
@@ -239,63 +242,85 @@ int run(Command& command, Context& context) {
   return static_cast<int>(command.run(context));
 }
 
-}  // namespace
+// The command line as CLI11 sees it: the app, the commands bound to it, and the context the global options fill.
+class CommandLine {
+ public:
+  CommandLine() : m_app("hoist: on-host upgrades for Kubernetes nodes", "hoist") {
+    m_app.require_subcommand(1);
+    // As other tools answer it; `hoist version` says more (the linked libraries, --json).
+    m_app.set_version_flag("-V,--version", "hoist " + hoist_version(), "print hoist's version and exit");
+    // Global options are accepted after the subcommand too (`hoist status --host-root X`).
+    m_app.fallthrough();
+    m_app.set_help_all_flag("--help-all", "help for every command");
+    add_global_options(m_app, context.options);
+    m_commands = make_commands();
+    for (auto& command : m_commands) {
+      m_by_subcommand[command->add_to(m_app)] = command.get();
+    }
+    check_every_value(m_app);
+  }
 
-int main(int argc, char** argv) {
-  CLI::App app{"hoist: on-host upgrades for Kubernetes nodes", "hoist"};
-  app.require_subcommand(1);
-  // As other tools answer it; `hoist version` says more (the linked libraries, --json).
-  app.set_version_flag("-V,--version", "hoist " + hoist_version(), "print hoist's version and exit");
-  // Global options are accepted after the subcommand too (`hoist status --host-root X`).
-  app.fallthrough();
-  app.set_help_all_flag("--help-all", "help for every command");
+  /// Parses argv into the options. std::nullopt when a command is to run; else the exit code, the help, the
+  /// version or the refusal already printed (a refusal also goes into the termination message).
+  std::optional<int> parse(int argc, char** argv) {
+    try {
+      refuse_empty_assignments(argc, argv);
+      m_app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return m_app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return m_app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return m_app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      const std::string message = describe_parse_error(m_app, e, argc, argv);
+      if (asks_for_json_logs(argc, argv)) {
+        // A log collector parses every line: the refusal is one JSON object like every other line hoist logs.
+        setup_logging(LogFormat::json, 0);
+        spdlog::error("{}; run 'hoist --help' for usage", message);
+      } else {
+        std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", message.c_str());
+      }
+      // A Plan's bad argument is an outcome the cluster must see too.
+      write_termination(process_environment(), "", ExitCode::usage, message, {});
+      return static_cast<int>(ExitCode::usage);
+    }
+    return std::nullopt;
+  }
+
+  /// The command the parsed line selected (require_subcommand(1): exactly one), and its name.
+  [[nodiscard]] std::pair<Command*, std::string> selected() const {
+    for (const auto& [subcommand, command] : m_by_subcommand) {
+      if (subcommand->parsed()) {
+        return {command, subcommand->get_name()};
+      }
+    }
+    throw std::logic_error("no command was parsed");
+  }
 
   Context context;
-  add_global_options(app, context.options);
 
-  auto commands = make_commands();
-  std::map<CLI::App*, Command*> by_subcommand;
-  for (auto& command : commands) {
-    by_subcommand[command->add_to(app)] = command.get();
+ private:
+  CLI::App m_app;
+  std::vector<std::unique_ptr<Command>> m_commands;
+  std::map<CLI::App*, Command*> m_by_subcommand;
+};
+
+}  // namespace
+
+std::optional<int> parse_command_line(int argc, char** argv) {
+  CommandLine line;
+  return line.parse(argc, argv);
+}
+
+int main(int argc, char** argv) {
+  CommandLine line;
+  if (const auto code = line.parse(argc, argv)) {
+    return *code;
   }
-  check_every_value(app);
-
-  try {
-    refuse_empty_assignments(argc, argv);
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    const std::string message = describe_parse_error(app, e, argc, argv);
-    if (asks_for_json_logs(argc, argv)) {
-      // A log collector parses every line: the refusal is one JSON object like every other line hoist logs.
-      setup_logging(LogFormat::json, 0);
-      spdlog::error("{}; run 'hoist --help' for usage", message);
-    } else {
-      std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", message.c_str());
-    }
-    // A Plan's bad argument is an outcome the cluster must see too.
-    write_termination(process_environment(), "", ExitCode::usage, message, {});
-    return static_cast<int>(ExitCode::usage);
-  }
-
+  Context& context = line.context;
   setup_logging(context.options.log_format, context.options.verbosity);
-  Command* selected = nullptr;
-  for (const auto& [subcommand, command] : by_subcommand) {
-    if (subcommand->parsed()) {
-      selected = command;
-    }
-  }
-  std::string name;
-  for (const auto& [subcommand, command] : by_subcommand) {
-    if (command == selected) {
-      name = subcommand->get_name();
-    }
-  }
+  const auto [selected, name] = line.selected();
   try {
     context.env = process_environment();
     context.suc = SucContext::load(context.env);
