@@ -3,8 +3,10 @@
 Python standard library only. It serves, over TLS with a CA the test makes:
 LIST and WATCH (and GET) of plans.upgrade.cattle.io/v1 and core/v1 nodes, with
 labelSelector, fieldSelector (metadata.name), resourceVersion, timeoutSeconds
-and allowWatchBookmarks, chunked like the real server; 410 Gone for a compacted
-resourceVersion (as the response or as an ERROR event in the stream); bearer
+and allowWatchBookmarks, chunked like the real server; LISTs in pages (limit,
+continue), each page from the snapshot of the first; 410 Gone for a compacted
+resourceVersion (as the response or as an ERROR event in the stream), 410
+Expired for a continue token whose snapshot was compacted; bearer
 tokens with rotation; RBAC rules to enforce (403 in the real server's words); a
 log of every request, for tests to count requests and check verbs; CREATE of
 events.k8s.io/v1 Events, validated as the real server validates them and kept
@@ -166,6 +168,8 @@ class Cluster:
         self.events = []           # the events.k8s.io/v1 Events created, as stored
         self.path_prefix = ""      # e.g. "/k8s/clusters/c-1": served only under it, as behind Rancher's proxy
         self.watches_open = 0
+        self.list_snapshots = {}   # paged LISTs under way: id -> (resourceVersion, objects)
+        self.expire_continues = 0  # >0: answer that many of the next continue tokens 410 Expired
 
     # -- objects
     def _bump(self):
@@ -248,10 +252,12 @@ class Cluster:
 
     # -- knobs
     def compact(self):
-        """Forgets the history: every watch from an older resourceVersion gets 410."""
+        """Forgets the history: every watch from an older resourceVersion, and every continue
+        token of a paged LIST read before, gets 410."""
         with self.lock:
             self.compacted_rv = self.rv
             self.history = []
+            self.list_snapshots = {}
 
     def cut_watches(self):
         """Drops every open watch connection mid-stream (no terminal chunk)."""
@@ -338,6 +344,14 @@ def validate_event(event, namespace):
 
 # ---------------------------------------------------------------- HTTP
 
+# The real server's message for a continue token whose resourceVersion was compacted (storage/errors.go).
+_CONTINUE_EXPIRED = ("The provided continue parameter is too old to display a consistent list result. You can start "
+                     "a new list without the continue parameter, or use the continue token in this response to "
+                     "retrieve the remainder of the results. Continuing with the provided token results in an "
+                     "inconsistent list - objects that were created, modified, or deleted between the time the "
+                     "first chunk was returned and now may show up in the list.")
+
+
 def _status(code, reason, message):
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
@@ -352,7 +366,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _send_json(self, code, body):
-        data = json.dumps(body).encode()
+        self._send_data(code, json.dumps(body).encode())
+
+    def _send_data(self, code, data):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -436,13 +452,59 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return self._send_json(404, _status(404, "NotFound", f'{resource} "{name}" not found'))
             return self._send_json(200, obj)
         if verb == "list":
+            return self._list(api, namespace, labels, fields, query, entry)
+        return self._watch(api, namespace, labels, fields, query, entry)
+
+    def _list(self, api, namespace, labels, fields, query, entry):
+        """A LIST, whole or in pages (`limit`, `continue`) as the real server pages one read from etcd: every
+        page from the snapshot the first one was read at, and 410 Expired for a token whose snapshot is gone."""
+        cluster = self.cluster
+        kind = "PlanList" if api == PLAN_API else "NodeList"
+        api_version = "upgrade.cattle.io/v1" if api == PLAN_API else "v1"
+        limit_text, token = query.get("limit", ""), query.get("continue", "")
+        if limit_text and not limit_text.isdigit():
+            return self._deny(entry, 400, "BadRequest", f"invalid limit {limit_text!r}")
+        limit = int(limit_text or "0")
+        if not token and not limit:
             items, rv = cluster.list(api, namespace, labels, fields)
             entry["status"] = 200
-            kind = "PlanList" if api == PLAN_API else "NodeList"
-            api_version = "upgrade.cattle.io/v1" if api == PLAN_API else "v1"
             return self._send_json(200, {"kind": kind, "apiVersion": api_version,
                                          "metadata": {"resourceVersion": rv}, "items": items})
-        return self._watch(api, namespace, labels, fields, query, entry)
+        with cluster.lock:
+            if token:
+                try:
+                    snapshot_id, start = (int(part) for part in token.split(":"))
+                except ValueError:
+                    return self._deny(entry, 400, "BadRequest", f"continue key is not valid: {token!r}")
+                snapshot = cluster.list_snapshots.get(snapshot_id)
+                expire = cluster.expire_continues > 0
+                if expire:
+                    cluster.expire_continues -= 1
+                if snapshot is None or expire or int(snapshot[0]) < cluster.compacted_rv:
+                    return self._deny(entry, 410, "Expired", _CONTINUE_EXPIRED)
+            else:
+                start = 0
+                snapshot_id = len(cluster.list_snapshots) + 1
+                # The stored objects are replaced on every change, never changed in place: the
+                # references are the snapshot.
+                snapshot = (str(cluster.rv), [o for (a, ns, _), o in sorted(cluster.objects.items())
+                                              if a == api and (not namespace or ns == namespace)
+                                              and labels_match(labels, o["metadata"].get("labels", {}))
+                                              and fields_match(fields, o)])
+                cluster.list_snapshots[snapshot_id] = snapshot
+            rv, objects = snapshot
+            end = start + limit if limit else len(objects)
+            page = objects[start:end]
+            entry.update(status=200, resourceVersion=rv)
+            metadata = {"resourceVersion": rv}
+            if end < len(objects):
+                metadata["continue"] = f"{snapshot_id}:{end}"
+                metadata["remainingItemCount"] = len(objects) - end
+            else:
+                cluster.list_snapshots.pop(snapshot_id, None)
+            # Serialized under the lock, page by page: the objects are shared with the cluster.
+            data = json.dumps({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page}).encode()
+        return self._send_data(200, data)
 
     def _watch(self, api, namespace, labels, fields, query, entry):
         cluster = self.cluster

@@ -159,3 +159,15 @@ TEST_CASE("a Plan object of the wrong shape is judged, never an escaped JSON err
     CHECK_THAT(progress.detail, Catch::Contains("not a JSON object"));
   }
 }
+
+TEST_CASE("a progress line names at most ten nodes a list, and how many more there are", "[plan_progress]") {
+  NodeMap map;
+  for (int i = 0; i < 25; ++i) {
+    const std::string name = "n" + std::string(i < 10 ? "0" : "") + std::to_string(i);
+    map.emplace(name, node(name, "server", i < 3 ? "h2" : ""));
+  }
+  const auto progress = evaluate_plan("server", &k_resolved_plan, map, {});
+  CHECK(progress.pending.size() == 22);
+  CHECK(progress.summary("server") ==
+        "plan 'server': 3/25 nodes done; waiting for: n03, n04, n05, n06, n07, n08, n09, n10, n11, n12 and 12 more");
+}

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,24 @@ TEST_CASE("an ERROR event becomes the API's error, whatever types its status fie
     CHECK(error.kind() == KubeError::Kind::unreachable);
     CHECK(error.status() == 500);
   }
+}
+
+TEST_CASE("trim_node keeps only the labels a Plan reads when given their keys", "[kube]") {
+  const json full = json::parse(R"({"metadata":{"name":"n1","labels":{"kubernetes.io/hostname":"n1",
+    "kubernetes.io/os":"linux","topology.kubernetes.io/zone":"z1","plan.upgrade.cattle.io/server":"h2"}},
+    "status":{"nodeInfo":{"kubeletVersion":"v1.30.1+k3s1"}}})");
+  hoist::LabelSelector selector = hoist::LabelSelector::everything();
+  selector.add({"kubernetes.io/hostname", hoist::LabelRequirement::Operator::exists, {}});
+  selector.add({"node-role.kubernetes.io/control-plane", hoist::LabelRequirement::Operator::exists, {}});
+  const std::set<std::string> keys = hoist::node_label_keys(selector, "server");
+  CHECK(keys == std::set<std::string>{"kubernetes.io/hostname", "node-role.kubernetes.io/control-plane",
+                                      "plan.upgrade.cattle.io/server"});
+  CHECK(hoist::trim_node(json(full), &keys) ==
+        json::parse(R"({"metadata":{"name":"n1","labels":{"kubernetes.io/hostname":"n1",
+          "plan.upgrade.cattle.io/server":"h2"}},"status":{"nodeInfo":{"kubeletVersion":"v1.30.1+k3s1"}}})"));
+  // Labels of another type than an object are left out with keys as without them.
+  CHECK(hoist::trim_node(json::parse(R"({"metadata":{"name":"n2","labels":[1]}})"), &keys) ==
+        json::parse(R"({"metadata":{"name":"n2"},"status":{"nodeInfo":{"kubeletVersion":""}}})"));
 }
 
 TEST_CASE("trim_node takes any JSON value and keeps only what prepare reads", "[kube]") {

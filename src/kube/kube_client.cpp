@@ -177,8 +177,15 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
 }
 
 ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query, Deadline deadline,
-                            const Interrupt* interrupt) const {
-  auto response = request("list", resource, query_target(resource, query), deadline, interrupt);
+                            const Interrupt* interrupt, const ListPage& page) const {
+  std::string target = query_target(resource, query);
+  if (page.limit > 0) {
+    target = add_param(target, "limit", std::to_string(page.limit));
+  }
+  if (!page.continue_token.empty()) {
+    target = add_param(target, "continue", page.continue_token);
+  }
+  auto response = request("list", resource, target, deadline, interrupt);
   const std::string doing = failed_to("list", resource, m_config.server());
   auto body = response.connection.read_body(deadline, k_max_list_bytes);
   if (!body) {
@@ -194,7 +201,16 @@ ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query
   }
   ObjectList list;
   if (const auto metadata = json.find("metadata"); metadata != json.end() && metadata->is_object()) {
-    list.resource_version = metadata->value("resourceVersion", "");
+    // value() would throw nlohmann's type_error for a field of another type: such a list is not the API's.
+    for (auto [key, field] : {std::pair{"resourceVersion", &list.resource_version},
+                              std::pair{"continue", &list.continue_token}}) {
+      if (const auto found = metadata->find(key); found != metadata->end()) {
+        if (!found->is_string()) {
+          throw KubeError(Kind::bad_response, 200, doing + ": metadata." + key + " of the list is not a string");
+        }
+        *field = found->get<std::string>();
+      }
+    }
   }
   if (json["items"].is_array()) {
     for (auto& item : json["items"]) {

@@ -27,20 +27,49 @@ std::string string_at(const nlohmann::json& object, std::initializer_list<const 
   return at->is_string() ? at->get<std::string>() : std::string();
 }
 
+// The first k_summary_names names joined, and how many more there are: a progress line is logged at every
+// change, and one that named all of 5,000 pending nodes each time would be most of prepare's work.
+constexpr std::size_t k_summary_names = 10;
+
+std::string join_first_names(const std::vector<std::string>& names) {
+  if (names.size() <= k_summary_names) {
+    return join_names(names);
+  }
+  return join_names({names.begin(), names.begin() + k_summary_names}) + " and " +
+         std::to_string(names.size() - k_summary_names) + " more";
+}
+
 }  // namespace
 
-nlohmann::json trim_node(nlohmann::json&& node) {
+nlohmann::json trim_node(nlohmann::json&& node, const std::set<std::string>* label_keys) {
   nlohmann::json trimmed = nlohmann::json::object();
   trimmed["metadata"]["name"] = string_at(node, {"metadata", "name"});
   if (node.is_object()) {
     if (const auto metadata = node.find("metadata"); metadata != node.end() && metadata->is_object()) {
       if (const auto labels = metadata->find("labels"); labels != metadata->end() && labels->is_object()) {
-        trimmed["metadata"]["labels"] = std::move(*labels);
+        if (label_keys == nullptr) {
+          trimmed["metadata"]["labels"] = std::move(*labels);
+        } else {
+          auto& kept = trimmed["metadata"]["labels"] = nlohmann::json::object();
+          for (const auto& key : *label_keys) {
+            if (const auto label = labels->find(key); label != labels->end()) {
+              kept[key] = std::move(*label);
+            }
+          }
+        }
       }
     }
   }
   trimmed["status"]["nodeInfo"]["kubeletVersion"] = string_at(node, {"status", "nodeInfo", "kubeletVersion"});
   return trimmed;
+}
+
+std::set<std::string> node_label_keys(const LabelSelector& selector, const std::string& plan) {
+  std::set<std::string> keys{plan_label(plan)};
+  for (const auto& requirement : selector.requirements()) {
+    keys.insert(requirement.key);
+  }
+  return keys;
 }
 
 NodeView NodeView::from_json(const nlohmann::json& node) {
@@ -156,13 +185,13 @@ std::string PlanProgress::summary(const std::string& plan) const {
     return text + " at hash " + latest_hash + "; complete";
   }
   if (!applying.empty()) {
-    text += "; applying: " + join_names(applying);
+    text += "; applying: " + join_first_names(applying);
   }
   if (!pending.empty()) {
-    text += "; waiting for: " + join_names(pending);
+    text += "; waiting for: " + join_first_names(pending);
   }
   if (!wrong_version.empty()) {
-    text += "; labeled but on another kubelet version: " + join_names(wrong_version);
+    text += "; labeled but on another kubelet version: " + join_first_names(wrong_version);
   }
   return text;
 }

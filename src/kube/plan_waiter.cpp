@@ -2,7 +2,9 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -92,9 +94,21 @@ PlanProgress wait_for_plan(const KubeClient& client, const PlanWaitOptions& opti
   // and unlike GET a LIST answers "not there (yet)" with a resourceVersion to
   // watch from for its creation.
   ResourceMirror plans(client, KubeResource::plans(options.namespace_), options.timing, deadline, notify);
-  ResourceMirror nodes(client, KubeResource::nodes(), options.timing, deadline, notify, trim_node);
+  // A node is kept with only the labels its query's selector and the Plan's label read: the keys are
+  // noted here before the query is set, and looked up on the mirror's thread.
+  std::mutex keys_mutex;
+  std::map<std::string, std::set<std::string>> label_keys;  // by the query's labelSelector
+  const auto trim = [&](nlohmann::json&& node, const ListQuery& query) {
+    const std::lock_guard lock(keys_mutex);
+    const auto keys = label_keys.find(query.label_selector);
+    return trim_node(std::move(node), keys == label_keys.end() ? nullptr : &keys->second);
+  };
+  ResourceMirror nodes(client, KubeResource::nodes(), options.timing, deadline, notify, trim);
   plans.set_query(ListQuery{"", "metadata.name=" + options.plan});
 
+  // The nodes as evaluate_plan() reads them, kept in step with the mirror through its changes: copying
+  // only what changed keeps the mirror's lock short while thousands of nodes change.
+  NodeMap node_views;
   std::optional<PlanProgress> progress;
   std::string last_summary;
   std::string last_warning;
@@ -118,15 +132,29 @@ PlanProgress wait_for_plan(const KubeClient& client, const PlanWaitOptions& opti
         // Only the nodes the Plan selects are listed and watched: the server
         // filters, so a big cluster's unrelated nodes cost nothing.
         const ListQuery wanted{*current.selector->to_query(), ""};
+        {
+          const std::lock_guard lock(keys_mutex);
+          label_keys.try_emplace(wanted.label_selector, node_label_keys(*current.selector, options.plan));
+        }
         nodes.set_query(wanted);
-        const auto node_snapshot = nodes.snapshot();
-        known = node_snapshot.synced && node_snapshot.query == wanted;
-        if (known) {
-          NodeMap map;
-          for (const auto& [name, object] : node_snapshot.objects) {
-            map.emplace(name, NodeView::from_json(object));
+        nodes.read_changes([&](const ResourceMirror::Snapshot& node_snapshot, const ResourceMirror::Changes& changes) {
+          known = node_snapshot.synced && node_snapshot.query == wanted;
+          if (changes.relisted) {
+            node_views.clear();
+            for (const auto& [name, object] : node_snapshot.objects) {
+              node_views.emplace(name, NodeView::from_json(object));
+            }
           }
-          current = evaluate_plan(options.plan, plan, map, options.node_version);
+          for (const auto& name : changes.names) {
+            if (const auto object = node_snapshot.objects.find(name); object != node_snapshot.objects.end()) {
+              node_views.insert_or_assign(name, NodeView::from_json(object->second));
+            } else {
+              node_views.erase(name);
+            }
+          }
+        });
+        if (known) {
+          current = evaluate_plan(options.plan, plan, node_views, options.node_version);
         }
       }
       if (known) {

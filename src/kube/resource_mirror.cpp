@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "hoist/kube/list_pager.hpp"
+
 namespace hoist {
 
 namespace {
@@ -37,7 +39,7 @@ std::string name_of(const nlohmann::json& object) {
 }  // namespace
 
 ResourceMirror::ResourceMirror(const KubeClient& client, KubeResource resource, MirrorTiming timing, Deadline deadline,
-                               std::function<void()> on_change, std::function<nlohmann::json(nlohmann::json&&)> trim)
+                               std::function<void()> on_change, Trim trim)
     : m_client(client),
       m_resource(std::move(resource)),
       m_timing(timing),
@@ -78,6 +80,12 @@ ResourceMirror::Snapshot ResourceMirror::snapshot() const {
   return m_snapshot;
 }
 
+void ResourceMirror::read_changes(const std::function<void(const Snapshot&, const Changes&)>& reader) {
+  const std::lock_guard lock(m_mutex);
+  reader(m_snapshot, m_changes);
+  m_changes = Changes{};
+}
+
 std::vector<ResourceMirror::Note> ResourceMirror::take_notes() {
   const std::lock_guard lock(m_mutex);
   return std::exchange(m_notes, {});
@@ -115,7 +123,8 @@ void ResourceMirror::run() {
       if (error.kind() == KubeError::Kind::interrupted || m_stop || expired()) {
         continue;  // stop, a new query, or the owner's deadline passed: the loop decides
       }
-      if (error.retryable() || error.kind() == KubeError::Kind::timeout) {
+      // A 410 here is a LIST whose continue tokens kept expiring: list again, after a pause.
+      if (error.retryable() || error.kind() == KubeError::Kind::timeout || error.kind() == KubeError::Kind::gone) {
         pause(backoff, error.what());  // interrupted or not, the loop decides what comes next
         continue;
       }
@@ -144,16 +153,29 @@ void ResourceMirror::list_and_watch(Backoff& backoff) {
   if (m_stop) {
     return;
   }
-  ObjectList list = m_client.list(m_resource, query, m_deadline, &m_interrupt);
-  std::string version = list.resource_version;
+  // In pages, each trimmed as it arrives: a whole list of big objects (5,000 Nodes of 15 KB) would be
+  // held twice over, as its body and as its JSON, before a single one was trimmed.
+  std::map<std::string, nlohmann::json> objects;
+  std::string version = list_pages(
+      [&](const std::string& token) {
+        return m_client.list(m_resource, query, m_deadline, &m_interrupt, ListPage{k_list_page_size, token});
+      },
+      [&](std::vector<nlohmann::json>&& items) {
+        for (auto& item : items) {
+          std::string name = name_of(item);
+          objects.insert_or_assign(std::move(name), m_trim ? m_trim(std::move(item), query) : std::move(item));
+          item = nullptr;  // the full object goes now, not with the whole page
+        }
+      },
+      [&](const KubeError& expired) {
+        objects.clear();
+        note(Note::Level::info, std::string(expired.what()) + "; listing again from the first page");
+      },
+      "failed to list " + m_resource.display());
   {
-    std::map<std::string, nlohmann::json> objects;
-    for (auto& item : list.items) {
-      std::string name = name_of(item);
-      objects.emplace(std::move(name), m_trim ? m_trim(std::move(item)) : std::move(item));
-    }
     const std::lock_guard lock(m_mutex);
     m_snapshot = Snapshot{true, query, std::move(objects)};
+    m_changes = Changes{true, {}};
   }
   m_on_change();
   backoff.reset();
@@ -171,11 +193,14 @@ void ResourceMirror::list_and_watch(Backoff& backoff) {
                        std::string name = name_of(event.object);
                        {
                          const std::lock_guard lock(m_mutex);
+                         if (!m_changes.relisted) {
+                           m_changes.names.insert(name);
+                         }
                          if (event.type == WatchEvent::Type::deleted) {
                            m_snapshot.objects.erase(name);
                          } else {
                            m_snapshot.objects[std::move(name)] =
-                               m_trim ? m_trim(std::move(event.object)) : std::move(event.object);
+                               m_trim ? m_trim(std::move(event.object), query) : std::move(event.object);
                          }
                        }
                        m_on_change();

@@ -43,9 +43,17 @@ struct ListQuery {
   friend bool operator==(const ListQuery&, const ListQuery&) = default;
 };
 
+/// A LIST response, or one page of it.
 struct ObjectList {
   std::string resource_version;
   std::vector<nlohmann::json> items;
+  std::string continue_token;  ///< metadata.continue: "" on a whole list and on its last page
+};
+
+/// Which page of a LIST to ask for.
+struct ListPage {
+  std::size_t limit = 0;       ///< at most this many items (0: all of them, in one response)
+  std::string continue_token;  ///< the previous page's token; "" for the first page
 };
 
 struct WatchEvent {
@@ -93,9 +101,11 @@ class KubeClient {
   /// certificate cannot be loaded.
   explicit KubeClient(KubeConfig config);
 
-  /// LIST the collection: all items and the list's resourceVersion.
+  /// LIST the collection: its items and the list's resourceVersion, all of them or the `page` asked for
+  /// (`limit` and `continue`; the server may ignore the limit). A continue token the server no longer
+  /// holds is KubeError `gone` (410 Expired).
   ObjectList list(const KubeResource& resource, const ListQuery& query, Deadline deadline,
-                  const Interrupt* interrupt = nullptr) const;
+                  const Interrupt* interrupt = nullptr, const ListPage& page = {}) const;
 
   /// GET the object `name` of the collection. A 404 (no such object) is KubeError `not_found`.
   nlohmann::json get(const KubeResource& resource, const std::string& name, Deadline deadline,

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,15 @@ struct NodeView {
 };
 
 /// Only what prepare reads of a Node (name, labels, kubelet version): in a big
-/// cluster the full objects (images, conditions) are most of the memory. Any
+/// cluster the full objects (images, conditions) are most of the memory. With
+/// `label_keys`, only the labels with those keys are kept (those a Plan's selector
+/// and its label read: a dozen labels a node cost more than the rest of it). Any
 /// JSON value is taken; what is not there, or of another type, is left out.
-nlohmann::json trim_node(nlohmann::json&& node);
+nlohmann::json trim_node(nlohmann::json&& node, const std::set<std::string>* label_keys = nullptr);
+
+/// The label keys prepare reads of a node for a Plan with `selector`: the keys of its
+/// requirements, and the Plan's label.
+std::set<std::string> node_label_keys(const LabelSelector& selector, const std::string& plan);
 
 /// The nodes known from the API, by name.
 using NodeMap = std::map<std::string, NodeView>;
@@ -54,7 +61,8 @@ struct PlanProgress {
 
   [[nodiscard]] bool complete() const { return state == State::complete; }
 
-  /// One progress line, e.g. "plan 'k3s-server': 1/3 nodes done; applying: b; waiting for: b, c".
+  /// One progress line, e.g. "plan 'k3s-server': 1/3 nodes done; applying: b; waiting for: b, c"; a list of
+  /// more than 10 nodes is cut to its first 10 and "and N more".
   [[nodiscard]] std::string summary(const std::string& plan) const;
 
   friend bool operator==(const PlanProgress&, const PlanProgress&) = default;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,10 @@
 
 namespace hoist {
 
+/// Items asked for in each page of a mirror's LIST: 100 Nodes of 15 KB are a 1.5 MB body, about six
+/// times that as JSON before they are trimmed.
+inline constexpr std::size_t k_list_page_size = 50;
+
 /// Timing of a ResourceMirror.
 struct MirrorTiming {
   int watch_timeout_seconds = 300;  ///< asked of the server for each watch
@@ -25,11 +30,12 @@ struct MirrorTiming {
 };
 
 /// A local copy of the objects of one resource that match a query, kept current
-/// the way client-go's reflector does: LIST, then WATCH from the list's
+/// the way client-go's reflector does: LIST (in pages), then WATCH from the list's
 /// resourceVersion with bookmarks; when the server ends a watch, watch again from
 /// the last resourceVersion seen; when the stream breaks or the server is
 /// unreachable, retry with backoff; on 410 Gone, or when the query changes,
-/// LIST again. Runs on its own thread from start() until stop() (or the
+/// LIST again; when a continue token of the LIST expires (410), list from its
+/// first page again (see list_pages). Runs on its own thread from start() until stop() (or the
 /// destructor); it never logs (only the owner's thread does): it leaves notes
 /// to drain, and a fatal error (403, 401, TLS) to rethrow.
 class ResourceMirror {
@@ -48,9 +54,11 @@ class ResourceMirror {
 
   /// `on_change` is called from the mirror's thread after every change of the
   /// snapshot, note or failure; it must be cheap and must not call back in.
-  /// `trim` reduces each object to what the owner needs (memory in big clusters).
+  /// `trim` reduces each object to what the owner needs for the query it answers
+  /// (memory in big clusters); it is called from the mirror's thread.
+  using Trim = std::function<nlohmann::json(nlohmann::json&& object, const ListQuery& query)>;
   ResourceMirror(const KubeClient& client, KubeResource resource, MirrorTiming timing, Deadline deadline,
-                 std::function<void()> on_change, std::function<nlohmann::json(nlohmann::json&&)> trim = {});
+                 std::function<void()> on_change, Trim trim = {});
   ResourceMirror(const ResourceMirror&) = delete;
   ResourceMirror& operator=(const ResourceMirror&) = delete;
   ~ResourceMirror();
@@ -63,6 +71,15 @@ class ResourceMirror {
 
   [[nodiscard]] bool started() const { return m_thread.joinable(); }
   [[nodiscard]] Snapshot snapshot() const;
+  /// What changed in the snapshot since the last read_changes().
+  struct Changes {
+    bool relisted = false;          ///< a LIST replaced every object: read them all
+    std::set<std::string> names;    ///< else: the objects added, modified or deleted since
+  };
+  /// Calls `reader` under the mirror's lock with the snapshot and what changed since the last call, so
+  /// that an owner who keeps its own view of thousands of objects copies only the changed ones;
+  /// `reader` must be quick and must not call back in.
+  void read_changes(const std::function<void(const Snapshot&, const Changes&)>& reader);
   /// Notes left since the last call, oldest first.
   std::vector<Note> take_notes();
   /// The fatal error that ended the mirror, if any.
@@ -83,12 +100,13 @@ class ResourceMirror {
   const MirrorTiming m_timing;
   const Deadline m_deadline;
   const std::function<void()> m_on_change;
-  const std::function<nlohmann::json(nlohmann::json&&)> m_trim;
+  const Trim m_trim;
   const Interrupt m_interrupt;
 
   mutable std::mutex m_mutex;  // guards everything below
   ListQuery m_wanted;
   Snapshot m_snapshot;
+  Changes m_changes;
   std::vector<Note> m_notes;
   std::exception_ptr m_failure;
 
