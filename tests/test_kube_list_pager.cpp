@@ -150,3 +150,32 @@ TEST_CASE("a continue token that repeats itself is a bad response, not an endles
   }
   CHECK(server.asked == std::vector<std::string>{"", "same"});
 }
+
+TEST_CASE("a LIST body is decoded to its items, resourceVersion and continue token", "[kube]") {
+  const ObjectList list = hoist::decode_list(
+      R"({"kind":"NodeList","metadata":{"resourceVersion":"12","continue":"c1","remainingItemCount":3},
+          "items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]})",
+      "failed to list nodes");
+  CHECK(list.resource_version == "12");
+  CHECK(list.continue_token == "c1");
+  REQUIRE(list.items.size() == 2);
+  CHECK(list.items[1]["metadata"]["name"] == "b");
+  CHECK(hoist::decode_list(R"({"items":null})", "failed to list nodes").items.empty());
+
+  // Fields of another type are a bad response, not nlohmann's type_error.
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"metadata":{"resourceVersion":12},"items":[]})",
+            "failed to list nodes: metadata.resourceVersion of the list is not a string"},
+           {R"({"metadata":{"continue":["x"]},"items":[]})",
+            "failed to list nodes: metadata.continue of the list is not a string"},
+           {R"({"metadata":{},"items":{}})", "failed to list nodes: the response is not a list"},
+           {"[1,2]", "failed to list nodes: the response is not a list"}}) {
+    try {
+      (void)hoist::decode_list(body, "failed to list nodes");
+      FAIL("no KubeError for " << body);
+    } catch (const KubeError& error) {
+      CHECK(error.kind() == Kind::bad_response);
+      CHECK(std::string(error.what()) == message);
+    }
+  }
+}

@@ -195,29 +195,7 @@ ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query
     throw http_error(response.head.status, status_message(*body, response.head.reason), "list", resource,
                      m_config.server());
   }
-  auto json = nlohmann::json::parse(*body, nullptr, false);
-  if (!json.is_object() || !json.contains("items") || !(json["items"].is_array() || json["items"].is_null())) {
-    throw KubeError(Kind::bad_response, 200, doing + ": the response is not a list");
-  }
-  ObjectList list;
-  if (const auto metadata = json.find("metadata"); metadata != json.end() && metadata->is_object()) {
-    // value() would throw nlohmann's type_error for a field of another type: such a list is not the API's.
-    for (auto [key, field] : {std::pair{"resourceVersion", &list.resource_version},
-                              std::pair{"continue", &list.continue_token}}) {
-      if (const auto found = metadata->find(key); found != metadata->end()) {
-        if (!found->is_string()) {
-          throw KubeError(Kind::bad_response, 200, doing + ": metadata." + key + " of the list is not a string");
-        }
-        *field = found->get<std::string>();
-      }
-    }
-  }
-  if (json["items"].is_array()) {
-    for (auto& item : json["items"]) {
-      list.items.push_back(std::move(item));
-    }
-  }
-  return list;
+  return decode_list(*body, doing);
 }
 
 nlohmann::json KubeClient::create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
@@ -288,6 +266,32 @@ void KubeClient::watch(const KubeResource& resource, const ListQuery& query, con
     }
     decoder.feed(*part, on_event);
   }
+}
+
+ObjectList decode_list(std::string_view body, const std::string& doing) {
+  auto json = nlohmann::json::parse(body, nullptr, false);
+  if (!json.is_object() || !json.contains("items") || !(json["items"].is_array() || json["items"].is_null())) {
+    throw KubeError(Kind::bad_response, 200, doing + ": the response is not a list");
+  }
+  ObjectList list;
+  if (const auto metadata = json.find("metadata"); metadata != json.end() && metadata->is_object()) {
+    // value() would throw nlohmann's type_error for a field of another type: such a list is not the API's.
+    for (auto [key, field] : {std::pair{"resourceVersion", &list.resource_version},
+                              std::pair{"continue", &list.continue_token}}) {
+      if (const auto found = metadata->find(key); found != metadata->end()) {
+        if (!found->is_string()) {
+          throw KubeError(Kind::bad_response, 200, doing + ": metadata." + key + " of the list is not a string");
+        }
+        *field = found->get<std::string>();
+      }
+    }
+  }
+  if (json["items"].is_array()) {
+    for (auto& item : json["items"]) {
+      list.items.push_back(std::move(item));
+    }
+  }
+  return list;
 }
 
 WatchDecoder::WatchDecoder(KubeResource resource, std::string server)

@@ -136,6 +136,11 @@ class KubeClient {
   TlsContext m_tls;
 };
 
+/// A LIST response body (one page or the whole list): its items, resourceVersion and continue token.
+/// Throws KubeError bad_response, its message beginning with `doing`, for a body that is not a JSON
+/// object with an `items` array (or null), or whose resourceVersion or continue is not a string.
+ObjectList decode_list(std::string_view body, const std::string& doing);
+
 /// The events of a watch response body: newline-delimited JSON objects whose
 /// boundaries fall anywhere in the chunks the connection returns.
 class WatchDecoder {
