@@ -9,6 +9,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HOIST_BIN, record_output, run_hoist, run_recorded
+from dbus_harness import system_bus  # noqa: F401 (a fixture: the sysext kind's refresh goes to its systemd double)
 from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
 
 STRACE = shutil.which("strace")
@@ -76,10 +78,28 @@ def spread(sequence, count):
     return [sequence[int(i * step)] for i in range(count)]
 
 
+def _sockets(directory, names):
+    return [name for name in names if stat.S_ISSOCK(os.lstat(os.path.join(directory, name)).st_mode)]
+
+
+def snapshot(host_root, copy):
+    """A copy of the host root for `restore`; sockets (the test's system bus) are not copied."""
+    shutil.copytree(host_root, copy, symlinks=True, ignore=_sockets)
+
+
 def restore(host_root, pristine):
-    """The host root back to the copy taken before the kills."""
+    """The host root back to the copy taken before the kills. The system bus's socket (run/dbus), when a test
+    runs one, stays where it is: its daemon and the systemd double live across the kills."""
+    bus = Path(host_root) / "run/dbus"
+    aside = Path(host_root).parent / ".bus-aside"
+    if bus.is_dir():
+        os.rename(bus, aside)
     shutil.rmtree(host_root)
-    shutil.copytree(pristine, host_root, symlinks=True)
+    shutil.copytree(pristine, host_root, symlinks=True, ignore=_sockets)
+    if aside.is_dir():
+        if bus.is_dir():
+            shutil.rmtree(bus)
+        os.rename(aside, bus)
 
 
 def leftovers(directory):
@@ -103,7 +123,7 @@ def test_sigkill_at_any_point_of_a_tree_upgrade_leaves_a_complete_current_versio
 
     pristine = tmp_path / "pristine"
     upgrade(host_root, *v1_args, check=0)
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     sequence = syscall_sequence(host_root, v2_args, tmp_path)
     points = spread(sequence, 60)
     assert len(points) >= 50, f"only {len(points)} writing syscalls: {sequence}"
@@ -146,7 +166,7 @@ def test_sigkill_at_any_instant_of_an_upgrade_on_the_thread_pool_leaves_a_comple
     expected = {"1.0.0": read_tree(v1), "2.0.0": read_tree(v2)}
     upgrade(host_root, *base, "--source", v1, "--version", "1.0.0", check=0)
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
 
     start = time.monotonic()
     upgrade(host_root, *v2_args, check=0)
@@ -185,7 +205,7 @@ def test_sigkill_during_a_file_upgrade_leaves_the_destination_whole(host_root, t
     (host_root / "usr/local/bin").mkdir(parents=True)
     (host_root / "usr/local/bin/k3s").write_bytes(b"installer's binary\n")
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     args = [*base, "--source", new, "--version", "2.0.0"]
     points = spread(syscall_sequence(host_root, args, tmp_path), 30)
     valid = {b"installer's binary\n", new.read_bytes()}
@@ -208,7 +228,7 @@ def test_sigkill_during_a_sync_is_undone_or_finished_by_the_next_run(host_root, 
     base = ["--component", "conf", "--kind", "sync", "--destination", "/etc/app", "--threads", "1"]
     upgrade(host_root, *base, "--source", v1, "--version", "1.0.0", check=0)
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     args = [*base, "--source", v2, "--version", "2.0.0"]
     points = spread(syscall_sequence(host_root, args, tmp_path), 30)
     for name, occurrence in points:
@@ -229,13 +249,18 @@ RENAMES = ["rename", "renameat", "renameat2"]
 VERSIONS = ["0.0.0", "1.0.0", "2.0.0", "3.0.0"]
 
 
+# A sysext directory extension's release file, matching the host root's os-release (conftest's host_root).
+SYSEXT_RELEASE = "usr/lib/extension-release.d/extension-release.tools"
+
+
 class Kind:
     """One kind's component: its arguments, its payloads, and what the host says is current."""
 
     def __init__(self, kind, tmp_path, files=3):
         self.kind = kind
-        self.component = {"tree": "app", "file": "tool", "sync": "conf"}[kind]
-        self.destination = {"tree": "/opt/app", "file": "/usr/local/bin/tool", "sync": "/etc/app"}[kind]
+        self.component = {"tree": "app", "file": "tool", "sync": "conf", "sysext": "tools"}[kind]
+        self.destination = {"tree": "/opt/app", "file": "/usr/local/bin/tool", "sync": "/etc/app",
+                            "sysext": "/etc/extensions/tools"}[kind]
         self.sources = {}
         self.trees = {}
         for i, version in enumerate(VERSIONS):
@@ -244,9 +269,10 @@ class Kind:
                 source.parent.mkdir(parents=True)
                 source.write_bytes(f"tool {version}\n".encode() * (i + 1) * files * 200)
             else:
+                extension = {SYSEXT_RELEASE: "ID=debian\nVERSION_ID=12\n"} if kind == "sysext" else {}
                 source = make_tree(tmp_path / "payloads" / version,
-                                   {f"d{j % (files // 50 + 2)}/f{j}": f"{version} file {j}\n" * (j % 40 + 1)
-                                    for j in range(i, i + files)}, i)
+                                   {**{f"d{j % (files // 50 + 2)}/f{j}": f"{version} file {j}\n" * (j % 40 + 1)
+                                       for j in range(i, i + files)}, **extension}, i)
                 self.trees[version] = read_tree(source)
             self.sources[version] = source
 
@@ -261,6 +287,8 @@ class Kind:
             return os.readlink(dest / "current")
         if self.kind == "file":
             return Path(os.readlink(dest)).parent.name
+        if self.kind == "sysext":
+            return Path(os.readlink(dest)).name.removeprefix("tools-")
         tree = read_tree(dest)
         return next((v for v, t in self.trees.items() if t == tree), "mixed")
 
@@ -273,14 +301,23 @@ class Kind:
         if self.kind == "sync":
             return None
         where = Path(host_root) / ("opt/app" if self.kind == "tree" else f"var/lib/hoist/{self.component}")
-        return sorted(p.name for p in where.iterdir() if p.name in VERSIONS)
+        prefix = "tools-" if self.kind == "sysext" else ""
+        return sorted(p.name.removeprefix(prefix) for p in where.iterdir() if p.name.removeprefix(prefix) in VERSIONS)
 
     def leftovers(self, host_root):
         """Names that only a killed run leaves: stagings, temporary links, trash."""
         dirs = {"tree": ["opt/app"], "file": [f"var/lib/hoist/{self.component}", "usr/local/bin"],
-                "sync": ["etc", "etc/.app.hoist-sync"]}[self.kind]
+                "sync": ["etc", "etc/.app.hoist-sync"],
+                "sysext": [f"var/lib/hoist/{self.component}", "etc/extensions"]}[self.kind]
         return [f"{d}/{name}" for d in dirs for name in os.listdir(Path(host_root) / d)
                 if name.startswith(".") and name != ".app.hoist-sync"]
+
+
+def make_kind(kind_name, tmp_path, request, files=3):
+    """A Kind; for sysext, with the systemd double on the host's system bus, which its refresh calls."""
+    if kind_name == "sysext":
+        request.getfixturevalue("system_bus").start("systemd_manager")
+    return Kind(kind_name, tmp_path, files)
 
 
 def status_of(host_root, component):
@@ -328,7 +365,7 @@ def check_three_properties(kind, host_root, operation, command, where, after_kil
     current = check_after_kill(kind, host_root, where, "2.0.0")
     if after_kill.exists():
         shutil.rmtree(after_kill)
-    shutil.copytree(host_root, after_kill, symlinks=True)
+    snapshot(host_root, after_kill)
 
     # A rollback goes exactly one version back: from what status said, or, for a rollback that was
     # killed, it finishes that rollback (to 1.0.0, which is one back from where it began).
@@ -364,15 +401,18 @@ def check_three_properties(kind, host_root, operation, command, where, after_kil
             assert kind.journal(host_root) == ["undo.3.0.0@2.0.0"], where
 
 
-@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
+KINDS = ["tree", "file", "sync", "sysext"]
+
+
+@pytest.mark.parametrize("kind_name", KINDS)
 @pytest.mark.parametrize("operation", ["upgrade", "rollback", "keep"])
-def test_sigkill_at_each_commit_point_leaves_status_rollback_and_rerun_right(host_root, tmp_path, kind_name,
+def test_sigkill_at_each_commit_point_leaves_status_rollback_and_rerun_right(host_root, tmp_path, request, kind_name,
                                                                            operation):
-    kind = Kind(kind_name, tmp_path)
+    kind = make_kind(kind_name, tmp_path, request)
     for version in VERSIONS[:3]:
         upgrade(host_root, *kind.args(version), check=0)
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     command = OPERATIONS[operation][0]
     points = traced_calls(command(kind, host_root), RENAMES, tmp_path)
     assert len(points) >= 2, points
@@ -389,16 +429,16 @@ def state_saves(points):
     return [(name, n) for name, n, line in points if '"state.json"' in line]
 
 
-@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
+@pytest.mark.parametrize("kind_name", KINDS)
 def test_a_rollback_after_an_upgrade_killed_before_its_state_save_goes_exactly_one_version_back(
-        host_root, tmp_path, kind_name):
+        host_root, tmp_path, request, kind_name):
     # The switch to 3.0.0 is committed, the state still says 2.0.0: the rollback must go to 2.0.0 (it went to
     # 1.0.0, skipping it; a sync applied 2.0.0's backup to 3.0.0's content and left a mix of the two).
-    kind = Kind(kind_name, tmp_path)
+    kind = make_kind(kind_name, tmp_path, request)
     for version in VERSIONS[:3]:
         upgrade(host_root, *kind.args(version), check=0)
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     argv = hoist_argv(host_root, *kind.args("3.0.0"))
     first_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[0]
     restore(host_root, pristine)
@@ -413,19 +453,21 @@ def test_a_rollback_after_an_upgrade_killed_before_its_state_save_goes_exactly_o
     assert (state["current"], state["previous"]) == ("2.0.0", "" if kind_name == "sync" else "3.0.0")
 
 
-@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
-def test_a_rollback_killed_before_its_state_save_is_finished_by_the_next_rollback(host_root, tmp_path, kind_name):
+@pytest.mark.parametrize("kind_name", KINDS)
+def test_a_rollback_killed_before_its_state_save_is_finished_by_the_next_rollback(host_root, tmp_path, request,
+                                                                                  kind_name):
     # The backup was used (sync) or the link switched, the state not saved: the next rollback finishes it, exit 0
     # (a sync's next rollbacks all exited 2, "the backup ... does not exist").
-    kind = Kind(kind_name, tmp_path)
+    kind = make_kind(kind_name, tmp_path, request)
     for version in VERSIONS[:3]:
         upgrade(host_root, *kind.args(version), check=0)
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     argv = [HOIST_BIN, "rollback", "--host-root", host_root, "--lock-timeout", "5", "--component", kind.component]
-    last_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[-1]
+    # The saves: the intent, then the one that records the rollback (sysext: then the one that strikes its refresh).
+    recording_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[1]
     restore(host_root, pristine)
-    assert kill_command(argv, *last_save).returncode == -signal.SIGKILL
+    assert kill_command(argv, *recording_save).returncode == -signal.SIGKILL
     assert kind.host_version(host_root) == "1.0.0"
     assert status_of(host_root, kind.component)["current"] == "1.0.0"
     finished = rollback(host_root, "--component", kind.component)
@@ -443,7 +485,7 @@ def test_an_upgrade_rerun_after_a_killed_sync_rollback_does_not_undo_it(host_roo
     for version in VERSIONS[:3]:
         upgrade(host_root, *kind.args(version), check=0)
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     argv = [HOIST_BIN, "rollback", "--host-root", host_root, "--lock-timeout", "5", "--component", kind.component]
     last_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[-1]
     restore(host_root, pristine)
@@ -456,23 +498,26 @@ def test_an_upgrade_rerun_after_a_killed_sync_rollback_does_not_undo_it(host_roo
 
 
 # Random kills: SIGKILL after a delay drawn uniformly over the measured length of the run, on the default thread
-# pool. HOIST_CRASH_KILLS sets the kills per kind and operation (default 6: 36 in all), HOIST_CRASH_SEED the seed
+# pool. HOIST_CRASH_KILLS sets the kills per kind and operation (default 6: 48 in all), HOIST_CRASH_SEED the seed
 # (default: a new one, printed, and named in every failure).
 RANDOM_KILLS = int(os.environ.get("HOIST_CRASH_KILLS", "6"))
 
 
-@pytest.mark.parametrize("kind_name", ["tree", "file", "sync"])
+@pytest.mark.parametrize("kind_name", KINDS)
 @pytest.mark.parametrize("operation", ["upgrade", "rollback"])
-def test_sigkill_at_random_instants_leaves_status_rollback_and_rerun_right(host_root, tmp_path, kind_name, operation):
+def test_sigkill_at_random_instants_leaves_status_rollback_and_rerun_right(host_root, tmp_path, request, kind_name,
+                                                                           operation):
     seed = int(os.environ.get("HOIST_CRASH_SEED", str(random.SystemRandom().randrange(1 << 32))))
     print(f"HOIST_CRASH_SEED={seed}")
     rng = random.Random(seed)
-    kind = Kind(kind_name, tmp_path, files=300)
+    # A sysext stages as a tree does (killed at 300 files there); its own windows are the link, the saves and the
+    # refresh, which a shorter staging leaves more of the run to.
+    kind = make_kind(kind_name, tmp_path, request, files=100 if kind_name == "sysext" else 300)
     default_pool = ()
     for version in VERSIONS[:3]:
         upgrade(host_root, *kind.args(version, threads=default_pool), check=0)
     pristine = tmp_path / "pristine"
-    shutil.copytree(host_root, pristine, symlinks=True)
+    snapshot(host_root, pristine)
     if operation == "upgrade":
         def command(k, root):
             return hoist_argv(root, *k.args("3.0.0", threads=default_pool))
