@@ -429,6 +429,23 @@ def state_saves(points):
     return [(name, n) for name, n, line in points if '"state.json"' in line]
 
 
+# The rename that switches each kind's component (Kind): its link, or the sync's journal commit.
+SWITCH_NAMES = {"tree": {'"current"'}, "file": {'"tool"'}, "sysext": {'"tools"'},
+                "sync": {'"undo.3.0.0@2.0.0"', '"restoring.2.0.0"'}}
+
+
+def save_after_switch(kind_name, points):
+    """The first rename onto state.json after the switch's rename in `traced_calls`: the save that records the
+    switch (an upgrade saves its intent before the switch)."""
+    switched = False
+    for name, occurrence, line in points:
+        if any(target in line for target in SWITCH_NAMES[kind_name]):
+            switched = True
+        elif switched and '"state.json"' in line:
+            return name, occurrence
+    raise AssertionError(f"no state save after the switch: {points}")
+
+
 @pytest.mark.parametrize("kind_name", KINDS)
 def test_a_rollback_after_an_upgrade_killed_before_its_state_save_goes_exactly_one_version_back(
         host_root, tmp_path, request, kind_name):
@@ -440,9 +457,9 @@ def test_a_rollback_after_an_upgrade_killed_before_its_state_save_goes_exactly_o
     pristine = tmp_path / "pristine"
     snapshot(host_root, pristine)
     argv = hoist_argv(host_root, *kind.args("3.0.0"))
-    first_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[0]
+    recording_save = save_after_switch(kind_name, traced_calls(argv, RENAMES, tmp_path))
     restore(host_root, pristine)
-    assert kill_command(argv, *first_save).returncode == -signal.SIGKILL
+    assert kill_command(argv, *recording_save).returncode == -signal.SIGKILL
     assert kind.host_version(host_root) == "3.0.0"
     rolled = rollback(host_root, "--component", kind.component, check=0)
     assert "rolled back from 3.0.0 to 2.0.0" in rolled.stderr, rolled

@@ -30,6 +30,8 @@ ComponentState sample() {
   s.boot_id = "0b1c2d3e-0000-4000-8000-000000000000";
   s.pending_reboot = hoist::PendingReboot{"v1.30.1+k3s1", s.boot_id, "2026-11-21T10:00:01Z"};
   s.rollbacks = 2;
+  s.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-21T10:00:02Z", {"k3s.service"}};
+  s.switching = hoist::SwitchIntent{"v1.30.2+k3s1", "2026-11-21T10:00:03Z", {"k3s.service"}, {"unit:k3s"}};
   return s;
 }
 
@@ -44,6 +46,8 @@ TEST_CASE("a saved state loads back field for field", "[state]") {
   REQUIRE(loaded.has_value());
   CHECK(hoist::to_json_text(*loaded) == hoist::to_json_text(sample()));
   CHECK(loaded->rollbacks == 2);
+  CHECK(loaded->rollback->owed_restarts == std::vector<std::string>{"k3s.service"});
+  CHECK(loaded->switching->owed_health_checks == std::vector<std::string>{"unit:k3s"});
   CHECK(store.components() == std::vector<std::string>{"k3s"});
   CHECK((fs::status(dir / "var/lib/hoist/k3s/state.json").permissions() & fs::perms::all) ==
         (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read));

@@ -63,6 +63,49 @@ TEST_CASE("keeping N versions removes the oldest but never current or previous",
   CHECK(versions_to_collect(rolled, 2) == std::vector<std::string>{"2", "3"});
 }
 
+TEST_CASE("a switch the host shows passes on what its intent owes; one it does not show is dropped", "[state_update]") {
+  using hoist::Reconciled;
+  using hoist::reconcile_with_host;
+  const hoist::SwitchIntent intent{"1.1.0", "2026-11-01T00:00:00Z", {"k3s.service"}, {"unit:k3s"}};
+  auto switched = with_versions({"1.0.0"}, "1.0.0", "");
+  switched.owed_restarts = {"a.service", "k3s.service"};
+  switched.switching = intent;
+  CHECK(reconcile_with_host(switched, "1.1.0") == Reconciled::switched);
+  CHECK(switched.current == "1.1.0");
+  CHECK(switched.owed_restarts == std::vector<std::string>{"a.service", "k3s.service"});
+  CHECK(switched.owed_health_checks == std::vector<std::string>{"unit:k3s"});
+  CHECK_FALSE(switched.switching);
+
+  // Killed before its switch (or undone): nothing is owed.
+  auto stayed = with_versions({"1.0.0"}, "1.0.0", "");
+  stayed.switching = intent;
+  CHECK(reconcile_with_host(stayed, "1.0.0") == Reconciled::switch_gone);
+  CHECK(stayed.owed_restarts.empty());
+  CHECK_FALSE(stayed.switching);
+
+  // A repair of the current version cannot be told apart: owed either way.
+  auto repaired = with_versions({"1.1.0"}, "1.1.0", "");
+  repaired.switching = intent;
+  CHECK(reconcile_with_host(repaired, "1.1.0") == Reconciled::switched);
+  CHECK(repaired.owed_restarts == std::vector<std::string>{"k3s.service"});
+
+  // Recorded by the run itself: the intent goes with the record.
+  auto recorded = with_versions({"1.0.0"}, "1.0.0", "");
+  recorded.switching = intent;
+  record_switch(recorded, "1.1.0", std::nullopt);
+  CHECK_FALSE(recorded.switching);
+}
+
+TEST_CASE("a rollback found switched owes what its intent recorded", "[state_update]") {
+  auto state = with_versions({"1.0.0", "1.1.0"}, "1.1.0", "1.0.0");
+  state.kind = "tree";
+  state.rollback = hoist::RollbackIntent{"1.1.0", "1.0.0", "2026-11-01T00:00:00Z", {"k3s.service"}};
+  CHECK(hoist::reconcile_with_host(state, "1.0.0") == hoist::Reconciled::rolled_back);
+  CHECK(state.current == "1.0.0");
+  CHECK(state.owed_restarts == std::vector<std::string>{"k3s.service"});
+  CHECK_FALSE(state.rollback);
+}
+
 TEST_CASE("a component installed as another kind or at another destination is refused", "[state_update]") {
   hoist::ComponentSpec spec;
   spec.name = "app";

@@ -54,7 +54,20 @@ json optional_object(const std::optional<RollbackIntent>& intent) {
   if (!intent) {
     return nullptr;
   }
-  return json{{"from", intent->from}, {"to", intent->to}, {"started_at", intent->started_at}};
+  return json{{"from", intent->from},
+              {"to", intent->to},
+              {"started_at", intent->started_at},
+              {"owed_restarts", intent->owed_restarts}};
+}
+
+json optional_object(const std::optional<SwitchIntent>& intent) {
+  if (!intent) {
+    return nullptr;
+  }
+  return json{{"to", intent->to},
+              {"started_at", intent->started_at},
+              {"owed_restarts", intent->owed_restarts},
+              {"owed_health_checks", intent->owed_health_checks}};
 }
 
 // Strict field access: a missing or mistyped field is corruption, named.
@@ -155,6 +168,7 @@ std::string to_json_text(const ComponentState& state) {
                       {"owed_restarts", state.owed_restarts},
                       {"rollbacks", state.rollbacks},
                       {"rollback", optional_object(state.rollback)},
+                      {"switching", optional_object(state.switching)},
                       {"quarantined", quarantined},
                       {"owed_health_checks", state.owed_health_checks},
                       {"health", optional_object(state.health)}};
@@ -226,7 +240,15 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   // Written since rollbacks record their intent; a state from before has none.
   if (const auto intent = document.find("rollback"); intent != document.end() && !intent->is_null()) {
     const Reader r(*intent, where + " in 'rollback'");
-    state.rollback = RollbackIntent{r.string("from"), r.string("to"), r.string("started_at")};
+    state.rollback = RollbackIntent{r.string("from"), r.string("to"), r.string("started_at"),
+                                    owed_list(*intent, r, "owed_restarts", "unit names")};
+  }
+  // Written since upgrades record their switch before it; a state from before has none.
+  if (const auto intent = document.find("switching"); intent != document.end() && !intent->is_null()) {
+    const Reader r(*intent, where + " in 'switching'");
+    state.switching = SwitchIntent{r.string("to"), r.string("started_at"),
+                                   owed_list(*intent, r, "owed_restarts", "unit names"),
+                                   owed_list(*intent, r, "owed_health_checks", "health checks")};
   }
   // Written since rollbacks quarantine what they leave; a state from before has none.
   if (const auto quarantined = document.find("quarantined"); quarantined != document.end()) {

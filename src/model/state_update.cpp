@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "hoist/util/error.hpp"
 
@@ -52,9 +53,18 @@ void record_switch(ComponentState& state, const std::string& version, const std:
     state.versions.insert(state.versions.begin(), VersionRecord{*adopted, now_rfc3339()});
   }
   state.current = version;
+  state.switching.reset();
   std::erase_if(state.quarantined, [&](const QuarantinedVersion& q) { return q.version == version; });
   forget_version(state, version);
   state.versions.push_back(VersionRecord{version, now_rfc3339()});
+}
+
+void owe_restarts(ComponentState& state, const std::vector<std::string>& units) {
+  for (const auto& unit : units) {
+    if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
+      state.owed_restarts.push_back(unit);
+    }
+  }
 }
 
 std::vector<std::string> versions_to_collect(const ComponentState& state, unsigned keep) {
@@ -82,18 +92,36 @@ void record_rollback(ComponentState& state) {
   state.current = intent.to;
   // A sync's one backup is used up; the links of the other kinds swap.
   state.previous = state.kind == "sync" ? std::string() : intent.from;
+  owe_restarts(state, intent.owed_restarts);
   state.rollback.reset();
   ++state.rollbacks;  // hoist_rollbacks_total: every rollback recorded, also one a killed run began
   set_last_result(state, "rollback", outcome::k_succeeded, intent.to);
 }
 
+namespace {
+
+// What the switch of a killed run made owed, as its own save would have recorded it.
+void owe_switch(ComponentState& state, const SwitchIntent& intent) {
+  owe_restarts(state, intent.owed_restarts);
+  state.owed_health_checks = intent.owed_health_checks;
+}
+
+}  // namespace
+
 Reconciled reconcile_with_host(ComponentState& state, const std::string& host_current) {
+  const std::optional<SwitchIntent> switching = std::exchange(state.switching, std::nullopt);
   if (host_current.empty() || host_current == state.current) {
     if (state.rollback) {
       state.rollback.reset();  // killed before its switch: the host never left `from`
       return Reconciled::intent_gone;
     }
-    return Reconciled::agreed;
+    if (switching && !host_current.empty() && switching->to == state.current) {
+      // A repair of the current version: whether it switched cannot be told, so what it owes is owed (a restart
+      // too many rather than one lost).
+      owe_switch(state, *switching);
+      return Reconciled::switched;
+    }
+    return switching ? Reconciled::switch_gone : Reconciled::agreed;
   }
   if (state.rollback && state.rollback->from == state.current && state.rollback->to == host_current) {
     record_rollback(state);
@@ -107,6 +135,9 @@ Reconciled reconcile_with_host(ComponentState& state, const std::string& host_cu
                                 [&](const VersionRecord& record) { return record.version == host_current; });
   if (!kept) {
     state.versions.push_back(VersionRecord{host_current, now_rfc3339()});
+  }
+  if (switching && switching->to == host_current) {
+    owe_switch(state, *switching);
   }
   return Reconciled::switched;
 }

@@ -9,6 +9,7 @@ namespace hoist {
 bool agree_with_host(Installer& installer, ComponentState& state) {
   const std::string recorded = state.current;
   const std::optional<RollbackIntent> intent = state.rollback;
+  const std::optional<SwitchIntent> switching = state.switching;
   switch (reconcile_with_host(state, installer.host_current(state))) {
     case Reconciled::agreed:
       return false;
@@ -16,7 +17,16 @@ bool agree_with_host(Installer& installer, ComponentState& state) {
       spdlog::info("{}: the rollback from {} to {} that a killed run began never switched", state.component,
                    intent->from, intent->to);
       return true;
+    case Reconciled::switch_gone:
+      spdlog::info("{}: the switch to {} that an earlier run began is not on the host (stopped before it, or undone)",
+                   state.component, switching->to);
+      return true;
     case Reconciled::switched:
+      if (recorded == state.current) {
+        spdlog::warn("{}: a run that repaired {} was stopped before recording it; owing what it owed",
+                     state.component, recorded);
+        return true;
+      }
       spdlog::warn("{}: the state said {}, the host has {}: a run was killed after its switch; recording {}",
                    state.component, recorded, state.current, state.current);
       return true;

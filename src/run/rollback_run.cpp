@@ -56,11 +56,7 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
 void save_with_owed_restarts(const HostRoot& root, const StateStore& store, const HostSteps& host,
                              ComponentState& state, ComponentKind kind) {
   state.boot_id = read_boot_id(root);
-  for (const auto& unit : host.restarts_owed_by(kind)) {
-    if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
-      state.owed_restarts.push_back(unit);
-    }
-  }
+  owe_restarts(state, host.restarts_owed_by(kind));
   store.save(state);
 }
 
@@ -138,8 +134,8 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   }
 
   // The intent first: a run killed after the switch below leaves the host on `target` and the state on
-  // `current`, and the next run must know that it was this rollback that moved it.
-  state.rollback = RollbackIntent{state.current, target, now_rfc3339()};
+  // `current`, and the next run must know that it was this rollback that moved it, and what it owes.
+  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind)};
   store.save(state);
   try {
     installer->rollback(target, state.current);
@@ -165,7 +161,7 @@ void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host,
   }
   installer->check_rollback(target, state.current);
   // As run_rollback(): the intent (with what the caller recorded) first, then the switch, then its record.
-  state.rollback = RollbackIntent{state.current, target, now_rfc3339()};
+  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind)};
   store.save(state);
   installer->rollback(target, state.current);
   spdlog::info("{}: rolled back from {} to {}", state.component, state.current, target);

@@ -618,6 +618,14 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       throw_if_interrupted("switching " + work.name());
       const LogFields fields = phase_fields(work, "switch");
       const auto start = std::chrono::steady_clock::now();
+      if (work.state) {
+        // The intent first: a run killed between the switch and its record leaves the next run, which finds the
+        // host switched, what the switch owes. (A first install has no state to carry it yet.)
+        work.state->switching = SwitchIntent{work.item.target.text(), now_rfc3339(),
+                                             host.restarts_owed_by(work.item.spec.kind),
+                                             specs_of(checks_of(work, options))};
+        store.save(*work.state);
+      }
       ProgressReporter progress(work.name(), options.progress);
       work.committed = true;
       const TransferStats synced =
@@ -659,11 +667,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
         state.selinux_label = std::move(label);
       }
       // Owed with the switch, in the same save: a run killed before its restarts leaves them to the next.
-      for (const auto& unit : host.restarts_owed_by(work.item.spec.kind)) {
-        if (std::find(state.owed_restarts.begin(), state.owed_restarts.end(), unit) == state.owed_restarts.end()) {
-          state.owed_restarts.push_back(unit);
-        }
-      }
+      owe_restarts(state, host.restarts_owed_by(work.item.spec.kind));
       // Owed with the switch too: a run killed before they pass leaves them to the next (never counted as passed).
       state.owed_health_checks = specs_of(checks_of(work, options));
       set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());

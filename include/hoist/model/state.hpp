@@ -38,6 +38,18 @@ struct RollbackIntent {
   std::string from;        ///< the current version when the rollback began
   std::string to;          ///< its target
   std::string started_at;  ///< RFC 3339, UTC
+  /// The units its switch makes owed (its `--restart`, a sysext's refresh): owed by whichever run records the
+  /// rollback, also one that finds it switched and not recorded. None in a state from before they were recorded.
+  std::vector<std::string> owed_restarts;
+};
+
+/// An upgrade's switch that has begun and is not yet recorded: saved before the switch, so that a run killed
+/// between the switch and its state save leaves the next run what the switch makes owed.
+struct SwitchIntent {
+  std::string to;          ///< the version being switched to
+  std::string started_at;  ///< RFC 3339, UTC
+  std::vector<std::string> owed_restarts;       ///< as ComponentState::owed_restarts, for `to`
+  std::vector<std::string> owed_health_checks;  ///< as ComponentState::owed_health_checks, for `to`
 };
 
 /// A version that a rollback left: `upgrade` refuses it (exit 3) unless `--allow-quarantined`.
@@ -76,6 +88,7 @@ struct ComponentState {
   /// counted reads 0; a hoist that does not know the field drops it, which Prometheus reads as a counter reset.
   std::uint64_t rollbacks = 0;
   std::optional<RollbackIntent> rollback;  ///< a rollback begun by a run that did not record its end
+  std::optional<SwitchIntent> switching;   ///< an upgrade's switch begun by a run that did not record it
   std::vector<QuarantinedVersion> quarantined;  ///< oldest first
   /// The health checks still to pass for the current version (their specs, as given): recorded with the switch,
   /// cleared when they pass, so that a run killed or stopped while they ran leaves them to the next run, which

@@ -34,7 +34,7 @@ void set_last_result(ComponentState& state, const std::string& command, const st
 /// `version` itself), `version` moves to the end of the kept versions with the
 /// time now and leaves the quarantine (the operator installed it on purpose);
 /// `adopted` (the pre-hoist file kept by the file kind) becomes previous when
-/// nothing was current.
+/// nothing was current. The switch intent, recorded now, is cleared.
 void record_switch(ComponentState& state, const std::string& version, const std::optional<std::string>& adopted);
 
 /// The versions that `--keep keep` removes, oldest first: the oldest beyond
@@ -44,22 +44,28 @@ std::vector<std::string> versions_to_collect(const ComponentState& state, unsign
 /// Removes `version` from the kept versions.
 void forget_version(ComponentState& state, const std::string& version);
 
+/// Adds `units` to the state's owed restarts, in order, each unit once.
+void owe_restarts(ComponentState& state, const std::vector<std::string>& units);
+
 /// What reconcile_with_host() did to a state.
 enum class Reconciled {
   agreed,       ///< the host's commit points name the state's current version: nothing changed
   intent_gone,  ///< a rollback intent whose switch never happened was dropped
-  switched,     ///< a run switched to the host's version and was killed before recording it: recorded now
+  switch_gone,  ///< an upgrade's switch intent that the host does not show was dropped (killed before it, or undone)
+  switched,     ///< a run switched to the host's version and was killed before recording it: recorded now, with
+                ///< what its switch intent made owed (a repair of the current version: that alone)
   rolled_back,  ///< the intended rollback switched and was killed before recording it: recorded now
 };
 
 /// Makes the state say what the host's commit points say is current (`host_current`, from
 /// Installer::host_current(); "" when they name nothing hoist knows, which leaves the state as it is). A run
 /// killed between its switch and its state save leaves the two apart; this is how the next run, and `status`,
-/// see the host's truth.
+/// see the host's truth. An upgrade's switch intent whose target the host names passes on what it made owed.
 Reconciled reconcile_with_host(ComponentState& state, const std::string& host_current);
 
 /// Records the end of the rollback `state.rollback` describes: current is its target, previous the version it
-/// left (none for sync: its one backup is used up), the intent cleared, and the version it left quarantined.
+/// left (none for sync: its one backup is used up), the intent cleared, the restarts it made owed added to the
+/// owed ones, and the version it left quarantined.
 void record_rollback(ComponentState& state);
 
 /// The quarantine record of `version`, if a rollback left it.
