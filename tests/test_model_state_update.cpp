@@ -64,8 +64,8 @@ TEST_CASE("keeping N versions removes the oldest but never current or previous",
 }
 
 TEST_CASE("a switch the host shows passes on what its intent owes; one it does not show is dropped", "[state_update]") {
-  using hoist::Reconciled;
   using hoist::reconcile_with_host;
+  using hoist::Reconciled;
   const hoist::SwitchIntent intent{"1.1.0", "2026-11-01T00:00:00Z", {"k3s.service"}, {"unit:k3s"}};
   auto switched = with_versions({"1.0.0"}, "1.0.0", "");
   switched.owed_restarts = {"a.service", "k3s.service"};

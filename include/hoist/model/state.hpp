@@ -46,8 +46,8 @@ struct RollbackIntent {
 /// An upgrade's switch that has begun and is not yet recorded: saved before the switch, so that a run killed
 /// between the switch and its state save leaves the next run what the switch makes owed.
 struct SwitchIntent {
-  std::string to;          ///< the version being switched to
-  std::string started_at;  ///< RFC 3339, UTC
+  std::string to;                               ///< the version being switched to
+  std::string started_at;                       ///< RFC 3339, UTC
   std::vector<std::string> owed_restarts;       ///< as ComponentState::owed_restarts, for `to`
   std::vector<std::string> owed_health_checks;  ///< as ComponentState::owed_health_checks, for `to`
 };
@@ -87,8 +87,8 @@ struct ComponentState {
   /// The rollbacks that switched this component (`hoist_rollbacks_total`). A state written before this was
   /// counted reads 0; a hoist that does not know the field drops it, which Prometheus reads as a counter reset.
   std::uint64_t rollbacks = 0;
-  std::optional<RollbackIntent> rollback;  ///< a rollback begun by a run that did not record its end
-  std::optional<SwitchIntent> switching;   ///< an upgrade's switch begun by a run that did not record it
+  std::optional<RollbackIntent> rollback;       ///< a rollback begun by a run that did not record its end
+  std::optional<SwitchIntent> switching;        ///< an upgrade's switch begun by a run that did not record it
   std::vector<QuarantinedVersion> quarantined;  ///< oldest first
   /// The health checks still to pass for the current version (their specs, as given): recorded with the switch,
   /// cleared when they pass, so that a run killed or stopped while they ran leaves them to the next run, which
