@@ -1,0 +1,175 @@
+"""Crash consistency of the health phase and the automatic switch back: an upgrade to 2.0.0 whose unit dies after
+every restart (the systemd test double on a real system bus), so its check never passes and hoist switches back to
+1.0.0. SIGKILL at each rename of the health phase and the switch back (read from an strace log) and at random
+instants of the run (seeded), SIGTERM at random instants of the checks; after each: the host is on 1.0.0 or 2.0.0
+and `status` agrees, `rollback` goes exactly one version back, and a re-run of the same command ends with 1.0.0
+current, 2.0.0 failed and quarantined, its checks never counted as passed."""
+
+import os
+import shutil
+import signal
+
+import pytest
+
+from conftest import run_recorded
+from dbus_harness import system_bus  # noqa: F401 (a fixture)
+from payloads import make_tree, read_tree, rollback, state_of
+from test_crash import RENAMES, STRACE, hoist_argv, kill_command, status_of, traced_calls
+
+pytestmark = pytest.mark.skipif(STRACE is None, reason="strace is not installed")
+
+VERSIONS = ["0.0.0", "1.0.0", "2.0.0"]
+# The unit dies 200 ms after each restart, so it never stays up the 1 s it must: the check fails after 2 s.
+CHECKS = ["--restart", "k3s", "--health-check", "unit:k3s", "--health-settle", "1", "--health-timeout", "2"]
+WHY = "health check unit:k3s did not pass within 2 s: k3s.service is failed (failed)"
+# What hoist writes; the rest of the host root (the bus's socket under /run) stays while the copies are restored.
+WRITTEN = ["opt", "var/lib/hoist"]
+# HOIST_CRASH_KILLS sets the random SIGKILLs (default 8), HOIST_CRASH_SEED the seed (default: a new one, printed
+# and named in every failure).
+RANDOM_KILLS = int(os.environ.get("HOIST_CRASH_KILLS", "8"))
+SIGTERMS = 3
+
+
+class Host:
+    """Versions 0.0.0 and 1.0.0 installed (no checks), the unit dying after every restart; `argv` upgrades to
+    2.0.0 with the check. Copies of what hoist writes are kept and put back while the bus stays up."""
+
+    def __init__(self, host_root, tmp_path):
+        self.root = host_root
+        self.tmp = tmp_path
+        self.trees = {}
+        self.sources = {}
+        for i, version in enumerate(VERSIONS):
+            source = make_tree(tmp_path / "payloads" / version,
+                               {f"d{j % 3}/f{j}": f"{version} file {j}\n" * (j + 1) for j in range(i, i + 6)}, i)
+            self.sources[version] = source
+            self.trees[version] = read_tree(source)
+        for version in VERSIONS[:2]:
+            run_recorded(self.argv(version, "--restart", "k3s"), check=True, capture_output=True)
+        self.save("pristine")
+
+    def argv(self, version="2.0.0", *extra):
+        return list(map(str, hoist_argv(self.root, "--component", "app", "--kind", "tree", "--destination",
+                                        "/opt/app", "--source", self.sources[version], "--version", version,
+                                        *(extra or CHECKS))))
+
+    def save(self, name):
+        copy = self.tmp / name
+        shutil.rmtree(copy, ignore_errors=True)
+        for part in WRITTEN:
+            shutil.copytree(self.root / part, copy / part, symlinks=True)
+
+    def restore(self, name):
+        for part in WRITTEN:
+            shutil.rmtree(self.root / part)
+            shutil.copytree(self.tmp / name / part, self.root / part, symlinks=True)
+
+    def current(self):
+        return os.readlink(self.root / "opt/app/current")
+
+    def leftovers(self):
+        return sorted(name for name in os.listdir(self.root / "opt/app") if name.startswith("."))
+
+
+@pytest.fixture
+def host(host_root, tmp_path, system_bus):  # noqa: F811 (a fixture)
+    systemd = system_bus.start("systemd_manager", dies={"k3s.service": 200})
+    host = Host(host_root, tmp_path)
+    host.restarts = lambda: len(systemd.called("RestartUnit"))
+    return host
+
+
+def traced_renames(host, tmp_path):
+    """The renames of one whole run (the switch, the failed checks, the switch back), from an strace log."""
+    # traced_calls wants a run that exits 0; this one exits 1 by design.
+    host.restore("pristine")
+    points = traced_calls(["/bin/sh", "-c", '"$@" || true', "sh", *host.argv()], RENAMES, tmp_path)
+    host.restore("pristine")
+    return points
+
+
+def links(points):
+    """The indexes in `points` of the renames of the `current` link: the switch, then the switch back."""
+    found = [i for i, (_, _, line) in enumerate(points) if '"current"' in line]
+    assert len(found) == 2, points
+    return found
+
+
+def state_saves_after(points, index):
+    return [i for i in range(index, len(points)) if '"state.json"' in points[i][2]]
+
+
+def finished(host, rerun, where, owed=()):
+    """The run after a kill ended with 1.0.0 current and restarted, 2.0.0 failed and quarantined for its check;
+    no restart owed but `owed`."""
+    assert host.current() == "1.0.0", f"{where}: {rerun.stderr[-600:]}"
+    state = state_of(host.root, "app")
+    assert (state["current"], state.get("rollback"), state["owed_health_checks"], state["owed_restarts"]) == \
+        ("1.0.0", None, [], list(owed)), where
+    assert [q["version"] for q in state["quarantined"]] == ["2.0.0"], where
+    assert state["quarantined"][0]["reason"] == WHY, f"{where}: {state['quarantined']}"
+    assert (state["health"]["version"], state["health"]["verdict"], state["health"]["check"]) == \
+        ("2.0.0", "failed", "unit:k3s"), where
+    if rerun.returncode == 1:  # a re-run refused (2.0.0 is quarantined) records its refusal instead
+        result = state["last_result"]
+        assert (result["outcome"], result["version"], result["message"]) == \
+            ("rolled-back", "2.0.0", f"{WHY}; switched back to 1.0.0"), f"{where}: {result}"
+
+
+def never_passed(state):
+    health = state.get("health") or {}
+    return not (health.get("version") == "2.0.0" and health.get("verdict") == "passed")
+
+
+def check_after_kill(host, where):
+    """The three properties after a run was killed or stopped; the host is left as the re-run made it."""
+    # The host is on one version or the other, whole, and `status` says which.
+    current = host.current()
+    assert current in ("1.0.0", "2.0.0"), where
+    assert read_tree(host.root / "opt/app" / current) == host.trees[current], where
+    status = status_of(host.root, "app")
+    assert status["current"] == current, f"{where}: status says {status['current']}, the host has {current}"
+    state = state_of(host.root, "app")
+    assert never_passed(state), f"{where}: {state['health']}"
+    host.save("after-kill")
+
+    # `rollback` goes exactly one version back: to the previous version `status` names, or it finishes the
+    # switch back that the killed run began (to 1.0.0, one back from 2.0.0).
+    expected = "1.0.0" if state.get("rollback") else status["previous"]
+    rolled = rollback(host.root, "--component", "app")
+    assert rolled.returncode == 0, f"{where}: {rolled}"
+    assert host.current() == expected, f"{where}: rollback went to {host.current()}: {rolled.stderr[-400:]}"
+    assert status_of(host.root, "app")["current"] == expected, where
+    assert host.leftovers() == [], where
+
+    # The same command again (SUC's next pod) completes: the checks run again and fail, 1.0.0 ends current and
+    # 2.0.0 quarantined; or it was already switched back, and 2.0.0 is refused as quarantined.
+    host.restore("after-kill")
+    rerun = run_recorded(host.argv(), capture_output=True, text=True, timeout=60)
+    assert rerun.returncode in (1, 3), f"{where}: re-run: rc={rerun.returncode} {rerun.stderr[-600:]}"
+    if rerun.returncode == 1:
+        assert f"app: {WHY}; switching back to 1.0.0" in rerun.stderr, f"{where}: {rerun.stderr[-600:]}"
+    else:
+        assert "refusing 2.0.0: it is quarantined since" in rerun.stderr, f"{where}: {rerun.stderr[-600:]}"
+    # A kill between the old version's restart and its record leaves the restart owed; the re-run, refused since
+    # 2.0.0 is quarantined, does nothing more (a refused run changes nothing), so it stays owed.
+    recorded_back = state["current"] == "1.0.0" and not state.get("rollback")
+    finished(host, rerun, where, owed=state["owed_restarts"] if recorded_back else ())
+    assert read_tree(host.root / "opt/app/1.0.0") == host.trees["1.0.0"], where
+    assert host.leftovers() == [], where
+    assert status_of(host.root, "app")["current"] == "1.0.0", where
+
+
+def test_a_run_killed_between_its_switch_and_its_record_leaves_its_restarts_and_checks_owed(host, tmp_path):
+    # The link names 2.0.0, the state still 1.0.0: the re-run recorded the switch and found nothing to do, exit 0,
+    # 2.0.0 never restarted and never checked.
+    points = traced_renames(host, tmp_path)
+    name, occurrence, _ = points[state_saves_after(points, links(points)[0])[0]]
+    assert kill_command(host.argv(), name, occurrence).returncode == -signal.SIGKILL
+    assert host.current() == "2.0.0" and state_of(host.root, "app")["current"] == "1.0.0"
+    before = host.restarts()
+    rerun = run_recorded(host.argv(), capture_output=True, text=True, timeout=60)
+    assert rerun.returncode == 1, rerun.stderr
+    assert f"app: {WHY}; switching back to 1.0.0" in rerun.stderr
+    assert host.restarts() == before + 2  # 2.0.0, then 1.0.0 after the switch back
+    finished(host, rerun, "re-run")
