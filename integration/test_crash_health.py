@@ -173,3 +173,22 @@ def test_a_run_killed_between_its_switch_and_its_record_leaves_its_restarts_and_
     assert f"app: {WHY}; switching back to 1.0.0" in rerun.stderr
     assert host.restarts() == before + 2  # 2.0.0, then 1.0.0 after the switch back
     finished(host, rerun, "re-run")
+
+
+def test_a_switch_back_killed_at_each_of_its_renames_is_finished_as_it_would_have_been(host, tmp_path):
+    # Killed after its intent's save (which had already dropped the owed checks) and before the link moved: the
+    # re-run dropped the intent and kept 2.0.0, exit 0. Killed after the link moved: the re-run recorded a plain
+    # rollback (quarantined "rolled back to 1.0.0", last result "rollback succeeded") and never restarted 1.0.0.
+    points = traced_renames(host, tmp_path)
+    back = links(points)[1]
+    intent = [i for i in range(back) if '"state.json"' in points[i][2]][-1]
+    record = state_saves_after(points, back)[0]
+    for name, occurrence, line in points[intent + 1:record + 1]:
+        host.restore("pristine")
+        where = f"killed at {name} #{occurrence} ({line[:160]})"
+        assert kill_command(host.argv(), name, occurrence).returncode == -signal.SIGKILL, where
+        before = host.restarts()
+        rerun = run_recorded(host.argv(), capture_output=True, text=True, timeout=60)
+        assert rerun.returncode in (1, 3), f"{where}: rc={rerun.returncode} {rerun.stderr[-600:]}"
+        assert host.restarts() > before, f"{where}: 1.0.0 was never restarted: {rerun.stderr[-600:]}"
+        finished(host, rerun, where)

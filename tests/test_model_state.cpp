@@ -30,7 +30,7 @@ ComponentState sample() {
   s.boot_id = "0b1c2d3e-0000-4000-8000-000000000000";
   s.pending_reboot = hoist::PendingReboot{"v1.30.1+k3s1", s.boot_id, "2026-11-21T10:00:01Z"};
   s.rollbacks = 2;
-  s.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-21T10:00:02Z", {"k3s.service"}};
+  s.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-21T10:00:02Z", {"k3s.service"}, ""};
   s.switching = hoist::SwitchIntent{"v1.30.2+k3s1", "2026-11-21T10:00:03Z", {"k3s.service"}, {"unit:k3s"}};
   return s;
 }
@@ -179,4 +179,17 @@ TEST_CASE("the recorded SELinux label loads back, is written only when there is 
   write_text(path, text);
   CHECK_THROWS_WITH(store.load("k3s"),
                     "corrupt state file '" + path + "': field 'selinux_label' must be an SELinux context");
+}
+
+TEST_CASE("a rollback intent keeps its reason; one without a reason writes none", "[state]") {
+  auto state = sample();
+  state.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-25T00:00:00Z", {}, "health check"};
+  const std::string text = hoist::to_json_text(state);
+  CHECK(text.find("\"reason\": \"health check\"") != std::string::npos);
+  CHECK(hoist::parse_state(text, "s").rollback->reason == "health check");
+  state.rollback->reason.clear();
+  const std::string plain = hoist::to_json_text(state);
+  CHECK(plain.find("\"reason\"") == std::string::npos);
+  const auto loaded = hoist::parse_state(plain, "s");
+  CHECK((loaded.rollback->from == "v1.30.1+k3s1" && loaded.rollback->reason.empty()));
 }

@@ -99,7 +99,7 @@ TEST_CASE("a switch the host shows passes on what its intent owes; one it does n
 TEST_CASE("a rollback found switched owes what its intent recorded", "[state_update]") {
   auto state = with_versions({"1.0.0", "1.1.0"}, "1.1.0", "1.0.0");
   state.kind = "tree";
-  state.rollback = hoist::RollbackIntent{"1.1.0", "1.0.0", "2026-11-01T00:00:00Z", {"k3s.service"}};
+  state.rollback = hoist::RollbackIntent{"1.1.0", "1.0.0", "2026-11-01T00:00:00Z", {"k3s.service"}, ""};
   CHECK(hoist::reconcile_with_host(state, "1.0.0") == hoist::Reconciled::rolled_back);
   CHECK(state.current == "1.0.0");
   CHECK(state.owed_restarts == std::vector<std::string>{"k3s.service"});
@@ -117,4 +117,27 @@ TEST_CASE("a component installed as another kind or at another destination is re
   CHECK_THROWS_WITH(hoist::check_identity(state, spec),
                     "component 'app' is installed as kind tree at '/opt/app'; refusing to install it as kind file at "
                     "'/opt/app' (use another component name)");
+}
+
+TEST_CASE("a switch back with a reason is recorded for it; a plain rollback as a rollback", "[state_update]") {
+  auto state = with_versions({"1.0.0", "2.0.0"}, "2.0.0", "1.0.0");
+  state.owed_health_checks = {"unit:k3s"};
+  state.last_result = hoist::LastResult{"upgrade", "rolled-back", "2.0.0", "2026-11-25T00:00:00Z", "why; back"};
+  auto plain = state;
+  state.rollback = hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {}, "health check unit:k3s failed"};
+  hoist::record_rollback(state);
+  CHECK((state.current == "1.0.0" && state.previous == "2.0.0" && !state.rollback));
+  REQUIRE(state.quarantined.size() == 1);
+  CHECK(state.quarantined[0].version == "2.0.0");
+  CHECK(state.quarantined[0].reason == "health check unit:k3s failed");
+  CHECK(state.owed_health_checks.empty());  // owed by the version it left
+  CHECK((state.last_result->command == "upgrade" && state.last_result->outcome == "rolled-back" &&
+         state.last_result->message == "why; back"));
+
+  plain.rollback = hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {}, ""};
+  hoist::record_rollback(plain);
+  CHECK(plain.quarantined.at(0).reason == "rolled back to 1.0.0");
+  CHECK(plain.owed_health_checks.empty());
+  CHECK((plain.last_result->command == "rollback" && plain.last_result->outcome == "succeeded" &&
+         plain.last_result->version == "1.0.0"));
 }

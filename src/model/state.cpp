@@ -54,10 +54,14 @@ json optional_object(const std::optional<RollbackIntent>& intent) {
   if (!intent) {
     return nullptr;
   }
-  return json{{"from", intent->from},
+  json object{{"from", intent->from},
               {"to", intent->to},
               {"started_at", intent->started_at},
               {"owed_restarts", intent->owed_restarts}};
+  if (!intent->reason.empty()) {
+    object["reason"] = intent->reason;
+  }
+  return object;
 }
 
 json optional_object(const std::optional<SwitchIntent>& intent) {
@@ -241,7 +245,8 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   if (const auto intent = document.find("rollback"); intent != document.end() && !intent->is_null()) {
     const Reader r(*intent, where + " in 'rollback'");
     state.rollback = RollbackIntent{r.string("from"), r.string("to"), r.string("started_at"),
-                                    owed_list(*intent, r, "owed_restarts", "unit names")};
+                                    owed_list(*intent, r, "owed_restarts", "unit names"),
+                                    intent->contains("reason") ? r.string("reason") : std::string()};
   }
   // Written since upgrades record their switch before it; a state from before has none.
   if (const auto intent = document.find("switching"); intent != document.end() && !intent->is_null()) {

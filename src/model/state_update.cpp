@@ -88,14 +88,19 @@ void record_rollback(ComponentState& state) {
   // The version rolled back to is wanted again (a second rollback goes forward).
   std::erase_if(state.quarantined,
                 [&](const QuarantinedVersion& q) { return q.version == intent.from || q.version == intent.to; });
-  state.quarantined.push_back(QuarantinedVersion{intent.from, now_rfc3339(), "rolled back to " + intent.to});
+  state.quarantined.push_back(QuarantinedVersion{
+      intent.from, now_rfc3339(), intent.reason.empty() ? "rolled back to " + intent.to : intent.reason});
   state.current = intent.to;
   // A sync's one backup is used up; the links of the other kinds swap.
   state.previous = state.kind == "sync" ? std::string() : intent.from;
   owe_restarts(state, intent.owed_restarts);
+  // The checks were owed by the version left; the one switched back to owes none.
+  state.owed_health_checks.clear();
   state.rollback.reset();
   ++state.rollbacks;  // hoist_rollbacks_total: every rollback recorded, also one a killed run began
-  set_last_result(state, "rollback", outcome::k_succeeded, intent.to);
+  if (intent.reason.empty()) {
+    set_last_result(state, "rollback", outcome::k_succeeded, intent.to);
+  }
 }
 
 namespace {

@@ -154,7 +154,6 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
     }
     const std::string target = state.previous;
     spdlog::error("{}: {}; switching back to {}", state.component, why, target);
-    state.owed_health_checks.clear();
     set_last_result(state, command, outcome::k_rolled_back, failed, why + "; switched back to " + target);
     switch_back(context.root(), store, host, state, target, durability, why);
     switched.push_back(SwitchedComponent{state.component, parse_component_kind(state.kind), target, true});

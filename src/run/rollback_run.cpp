@@ -135,7 +135,7 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
 
   // The intent first: a run killed after the switch below leaves the host on `target` and the state on
   // `current`, and the next run must know that it was this rollback that moved it, and what it owes.
-  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind)};
+  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind), ""};
   store.save(state);
   try {
     installer->rollback(target, state.current);
@@ -160,21 +160,15 @@ void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host,
     store.save(state);
   }
   installer->check_rollback(target, state.current);
-  // As run_rollback(): the intent (with what the caller recorded) first, then the switch, then its record.
-  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind)};
-  store.save(state);
+  // As run_rollback(): the intent first, then the switch, then its record. The intent carries why and is saved
+  // with what the caller recorded and the restarts the switch will owe, so that a run that finds this switch
+  // done by a killed run (reconcile_with_host()) records it as this one would have, and does the restarts.
+  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind), why};
+  save_with_owed_restarts(root, store, host, state, kind);
   installer->rollback(target, state.current);
   spdlog::info("{}: rolled back from {} to {}", state.component, state.current, target);
-  const std::optional<LastResult> result = state.last_result;
-  const std::string from = state.current;
   record_rollback(state);
-  state.last_result = result;  // the caller's: why it switched back
-  for (auto& quarantined : state.quarantined) {
-    if (quarantined.version == from) {
-      quarantined.reason = why;
-    }
-  }
-  save_with_owed_restarts(root, store, host, state, kind);
+  store.save(state);
 }
 
 }  // namespace hoist

@@ -481,8 +481,20 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
         options.durability);
     // The host's commit points are the truth when a killed run left the state behind them; the gate must
     // start from what is installed. A dry run only looks.
-    if (work.state && agree_with_host(*work.installer, *work.state) && !dry_run) {
-      store.save(*work.state);
+    if (work.state) {
+      const bool pending_rollback = work.state->rollback.has_value();
+      const std::string recorded = work.state->current;
+      if (agree_with_host(*work.installer, *work.state) && !dry_run) {
+        store.save(*work.state);
+      }
+      // A switch back (or rollback) that a killed run made and did not record is finished as `hoist rollback`
+      // finishes one: with its restarts, now, since the gate may refuse the run (the version it left is
+      // quarantined) and a refused run does nothing more.
+      if (work.state->current != recorded && pending_rollback && !dry_run) {
+        const LogFields host_phase{{"phase", "host"}};
+        host.after_switch(store, {SwitchedComponent{work.name(), work.item.spec.kind, work.state->current, true}});
+        work.state = store.load(work.name());
+      }
     }
     if (work.state) {
       work.installer->use_selinux_label(work.state->selinux_label);

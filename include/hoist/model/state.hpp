@@ -41,6 +41,9 @@ struct RollbackIntent {
   /// The units its switch makes owed (its `--restart`, a sysext's refresh): owed by whichever run records the
   /// rollback, also one that finds it switched and not recorded. None in a state from before they were recorded.
   std::vector<std::string> owed_restarts;
+  /// Why hoist began it by itself (a failed health check), "" for `hoist rollback`: whichever run records it
+  /// quarantines `from` for this reason and keeps the result its beginner saved with this intent.
+  std::string reason;
 };
 
 /// An upgrade's switch that has begun and is not yet recorded: saved before the switch, so that a run killed

@@ -30,9 +30,10 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options);
 /// The switch of run_rollback() for a caller that holds the lock and its HostSteps: switches `state`'s component
 /// from its current version back to `target` (kept, complete, and for sync the previous) with the same intent
 /// record, quarantines the version it leaves (for `why`), makes its restarts owed and saves the state. The last
-/// result stays
-/// what the caller set (why it switches back). What a killed run left is reconciled and cleaned first. Throws like
-/// run_rollback(); the caller does the restarts (HostSteps::after_switch).
+/// result stays what the caller set (why it switches back); the intent, saved before the switch, holds it, `why`
+/// and the restarts, so that a run that finds the switch made by a killed run records the same. What a killed run
+/// left is reconciled and cleaned first. Throws like run_rollback(); the caller does the restarts
+/// (HostSteps::after_switch).
 void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
                  const std::string& target, Durability durability, const std::string& why);
 
