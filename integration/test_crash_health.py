@@ -6,12 +6,15 @@ and `status` agrees, `rollback` goes exactly one version back, and a re-run of t
 current, 2.0.0 failed and quarantined, its checks never counted as passed."""
 
 import os
+import random
 import shutil
 import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import run_recorded
+from conftest import record_output, run_recorded
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from payloads import make_tree, read_tree, rollback, state_of
 from test_crash import RENAMES, STRACE, hoist_argv, kill_command, status_of, traced_calls
@@ -122,7 +125,8 @@ def never_passed(state):
 
 
 def check_after_kill(host, where):
-    """The three properties after a run was killed or stopped; the host is left as the re-run made it."""
+    """The three properties after a run was killed or stopped; the host is left as the re-run made it, which is
+    returned."""
     # The host is on one version or the other, whole, and `status` says which.
     current = host.current()
     assert current in ("1.0.0", "2.0.0"), where
@@ -158,6 +162,7 @@ def check_after_kill(host, where):
     assert read_tree(host.root / "opt/app/1.0.0") == host.trees["1.0.0"], where
     assert host.leftovers() == [], where
     assert status_of(host.root, "app")["current"] == "1.0.0", where
+    return rerun
 
 
 def test_a_run_killed_between_its_switch_and_its_record_leaves_its_restarts_and_checks_owed(host, tmp_path):
@@ -192,3 +197,94 @@ def test_a_switch_back_killed_at_each_of_its_renames_is_finished_as_it_would_hav
         assert rerun.returncode in (1, 3), f"{where}: rc={rerun.returncode} {rerun.stderr[-600:]}"
         assert host.restarts() > before, f"{where}: 1.0.0 was never restarted: {rerun.stderr[-600:]}"
         finished(host, rerun, where)
+
+
+def test_sigkill_at_each_rename_of_the_health_phase_and_the_switch_back(host, tmp_path):
+    points = traced_renames(host, tmp_path)
+    # The health phase begins with the state save that records the switch and the checks it owes: the first
+    # state.json rename after the `current` link's.
+    phase = points[state_saves_after(points, links(points)[0])[0]:]
+    assert len(phase) >= 4, phase
+    print(f"{len(phase)} renames from the save of the owed checks on: " + ", ".join(f"{n} #{k}" for n, k, _ in phase))
+    for name, occurrence, line in phase:
+        host.restore("pristine")
+        killed = kill_command(host.argv(), name, occurrence)
+        where = f"killed at {name} #{occurrence} ({line[:160]})"
+        assert killed.returncode == -signal.SIGKILL, f"{where}: rc={killed.returncode} {killed.stderr[-300:]}"
+        check_after_kill(host, where)
+
+
+def seed():
+    value = int(os.environ.get("HOIST_CRASH_SEED", str(random.SystemRandom().randrange(1 << 32))))
+    print(f"HOIST_CRASH_SEED={value}")
+    return value
+
+
+def measured(host):
+    """The length of one whole run: the switch, the failing checks, the switch back."""
+    host.restore("pristine")
+    start = time.monotonic()
+    result = run_recorded(host.argv(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and f"app: {WHY}; switching back to 1.0.0" in result.stderr, result.stderr
+    return time.monotonic() - start
+
+
+def stopped(host, sig, delay):
+    host.restore("pristine")
+    proc = subprocess.Popen(host.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    record_output(proc.args, "", stderr.decode(errors="replace"))
+    return proc.returncode, stderr.decode(errors="replace")
+
+
+def test_sigkill_at_random_instants_of_a_run_that_switches_back(host):
+    value = seed()
+    rng = random.Random(value)
+    length = measured(host)
+    inside = 0
+    for i in range(RANDOM_KILLS):
+        delay = rng.uniform(0, length)
+        code, _ = stopped(host, signal.SIGKILL, delay)
+        inside += code == -signal.SIGKILL
+        where = f"killed after {delay:.3f} s of {length:.3f} s (HOIST_CRASH_SEED={value}, kill {i}, rc={code})"
+        check_after_kill(host, where)
+    print(f"{inside} of {RANDOM_KILLS} kills landed inside the run ({length:.3f} s)")
+
+
+def test_sigterm_during_the_checks_leaves_the_new_version_and_its_checks_owed(host):
+    value = seed()
+    rng = random.Random(value)
+    for i in range(SIGTERMS):
+        host.restore("pristine")
+        proc = subprocess.Popen(host.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for_checks(host)
+        delay = rng.uniform(0, 1.5)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+        stderr = stderr.decode(errors="replace")
+        record_output(proc.args, "", stderr)
+        where = f"SIGTERM {delay:.3f} s into the checks (HOIST_CRASH_SEED={value}, SIGTERM {i}, rc={proc.returncode})"
+        assert proc.returncode == 1, f"{where}: {stderr[-400:]}"
+        assert "stopped by SIGTERM" in stderr, f"{where}: {stderr[-400:]}"
+        state = state_of(host.root, "app")
+        assert host.current() == "2.0.0" and state["current"] == "2.0.0", where
+        assert state["owed_health_checks"] == ["unit:k3s"], where
+        # the next run checks again: they fail, and it switches back
+        assert check_after_kill(host, where).returncode == 1, where
+
+
+def wait_for_checks(host, timeout=20):
+    """Waits until the run is in its checks: 2.0.0 current in the state, its checks owed, its restarts done."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = state_of(host.root, "app")
+            if state["current"] == "2.0.0" and state["owed_health_checks"] and not state["owed_restarts"]:
+                return
+        except (FileNotFoundError, ValueError, KeyError):
+            pass
+        time.sleep(0.02)
+    raise AssertionError("hoist never recorded its owed health checks")
