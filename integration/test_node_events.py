@@ -13,7 +13,7 @@ from conftest import HOIST_BIN, SANITIZER_ENV, RecordedPopen, run_recorded
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from fake_apiserver import Cluster, FakeApiServer, free_port
 from known_secrets import SA_TOKEN
-from payloads import make_tree, upgrade
+from payloads import make_tree, state_of, upgrade
 from prepare_harness import can_fake_service_account, make_service_account, pki  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not can_fake_service_account(),
@@ -162,3 +162,25 @@ def test_a_reboot_is_announced_before_it_is_asked_for(host_root, payloads, clust
         process.communicate(timeout=30)
     # Stopped by the node going down: that is the failure SUC sees, and the node says so too.
     assert [e["reason"] for e in cluster.events] == ["HoistRebooting", "HoistUpgradeFailed"]
+
+
+def test_a_health_rollback_posts_rolled_back_naming_the_check_and_the_versions(host_root, payloads, cluster, server,
+                                                                              account, system_bus):  # noqa: F811
+    # It posted HoistUpgradeFailed: `kubectl describe node` did not say that the node was back on its old version.
+    v1, v2 = payloads
+    # k3s.service dies 300 ms after its second restart (2.0.0's); the first and the third (1.0.0's) are healthy
+    system_bus.start("systemd_manager", dies={"k3s.service": 300}, sick_jobs=[2])
+    checks = ("--restart", "k3s", "--health-check", "unit:k3s", "--health-settle", "1", "--health-timeout", "4")
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0", *checks), check=0)
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v2, "2.0.0", *checks), check=1)
+    why = "health check unit:k3s did not pass within 4 s: k3s.service is failed (failed)"
+    events = cluster.events
+    assert [(e["reason"], e["type"], e["action"]) for e in events] == [
+        ("HoistUpgraded", "Normal", "Upgrade"), ("HoistRolledBack", "Warning", "Rollback")]
+    assert events[1]["note"] == f"hoist upgrade: rolled back (exit 1): app 2.0.0 -> 1.0.0: {why}; " \
+                                "app: 1.0.0 -> 2.0.0 (upgrade)"
+    # What the state's last result says, and the host
+    result = state_of(host_root, "app")["last_result"]
+    assert (result["outcome"], result["version"], result["message"]) == \
+        ("rolled-back", "2.0.0", f"{why}; switched back to 1.0.0")
+    assert (host_root / "opt/app/current").readlink().name == "1.0.0"

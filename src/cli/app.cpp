@@ -216,7 +216,7 @@ void write_outcome(const Context& context, const Command& command, const std::st
   if (command.reports_outcome()) {
     write_metrics(context, code);
     write_termination(context.env, name, code, error, command.summary());
-    if (const auto event = outcome_event(name, code, error, command.summary())) {
+    if (const auto event = outcome_event(name, code, error, command.summary(), command.rolled_back())) {
       tell_node(context, *event);
     }
   }

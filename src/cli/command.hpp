@@ -33,6 +33,8 @@ class Command {
   [[nodiscard]] virtual bool reports_outcome() const { return false; }
   /// What the run decided, one line a component, for the termination message (after run(), also after a throw).
   [[nodiscard]] virtual std::vector<std::string> summary() const { return {}; }
+  /// What the run switched back by itself (a failed health check), one line a component, for the node's event.
+  [[nodiscard]] virtual std::vector<std::string> rolled_back() const { return {}; }
 };
 
 /// The table of commands, in `--help` order.

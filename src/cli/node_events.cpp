@@ -39,9 +39,25 @@ void tell_node(const Context& context, const NodeEvent& event) {
 }
 
 std::optional<NodeEvent> outcome_event(const std::string& command, ExitCode code, const std::string& error,
-                                       const std::vector<std::string>& summary) {
+                                       const std::vector<std::string>& summary,
+                                       const std::vector<std::string>& rolled_back) {
   NodeEvent event;
   const bool ok = code == ExitCode::ok;
+  if (command == "upgrade" && !rolled_back.empty()) {
+    // `kubectl describe node` must say that the node is back on its old version, and why, not only that the
+    // upgrade failed.
+    event = NodeEvent{NodeEvent::Type::warning, "HoistRolledBack", "Rollback",
+                      "hoist upgrade: rolled back (exit " + std::to_string(static_cast<int>(code)) + "):"};
+    std::string separator = " ";
+    for (const std::string& line : rolled_back) {
+      event.note += separator + escaped(line);
+      separator = "; ";
+    }
+    for (const std::string& line : summary) {
+      event.note += "; " + escaped(line);
+    }
+    return event;
+  }
   if (command == "upgrade") {
     event.action = "Upgrade";
     event.reason = ok ? "HoistUpgraded" : "HoistUpgradeFailed";

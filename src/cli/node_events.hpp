@@ -18,9 +18,12 @@ void tell_node(const Context& context, const NodeEvent& event);
 
 /// The event for the outcome of `command` ("upgrade" or "rollback"): HoistUpgraded or HoistRolledBack when `code`
 /// is ok, else HoistUpgradeFailed or HoistRollbackFailed (Warning) with the error; the note ends with `summary`.
-/// None for another command.
+/// An upgrade that switched back by itself (`rolled_back`: a failed health check) is HoistRolledBack (Warning)
+/// naming what it switched back, from which version to which, and why, in place of the error. None for another
+/// command.
 std::optional<NodeEvent> outcome_event(const std::string& command, ExitCode code, const std::string& error,
-                                       const std::vector<std::string>& summary);
+                                       const std::vector<std::string>& summary,
+                                       const std::vector<std::string>& rolled_back);
 
 /// HoistRebooting: the reboot about to be asked for, for `what` ("app 2.0.0").
 NodeEvent rebooting_event(const std::string& what);

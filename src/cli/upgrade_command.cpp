@@ -200,6 +200,7 @@ class UpgradeCommand final : public Command {
 
   [[nodiscard]] bool reports_outcome() const override { return !m_dry_run; }
   [[nodiscard]] std::vector<std::string> summary() const override { return m_summary.lines; }
+  [[nodiscard]] std::vector<std::string> rolled_back() const override { return m_summary.rolled_back; }
 
  private:
   static bool is_node_ready(const HealthCheck& check) { return check.kind == HealthCheck::Kind::node_ready; }

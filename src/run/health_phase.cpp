@@ -62,7 +62,7 @@ std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks) {
 
 void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
                       const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
-                      Durability durability, Remount remount, const char* command) {
+                      Durability durability, Remount remount, const char* command, RunSummary* summary) {
   std::vector<ComponentState> owing;
   HealthPolicy owed = policy;
   owed.checks.clear();
@@ -157,6 +157,9 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
     set_last_result(state, command, outcome::k_rolled_back, failed, why + "; switched back to " + target);
     switch_back(context.root(), store, host, state, target, durability, why);
     switched.push_back(SwitchedComponent{state.component, parse_component_kind(state.kind), target, true});
+    if (summary != nullptr) {
+      summary->rolled_back.push_back(state.component + " " + failed + " -> " + target + ": " + why);
+    }
   }
   if (!switched.empty()) {
     host.after_switch(store, switched);

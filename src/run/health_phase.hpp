@@ -7,6 +7,7 @@
 #include "hoist/host/host_steps.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/model/state.hpp"
+#include "hoist/run/upgrade_run.hpp"
 #include "hoist/sys/durable_tree.hpp"
 
 namespace hoist {
@@ -18,10 +19,11 @@ namespace hoist {
 /// done again (or the reboot asked for, per `--reboot`), the verdict and a `rolled-back` result naming the check and
 /// what it saw are recorded, and hoist::Failure (exit 1) is thrown. A component with no previous version keeps its
 /// debt and fails the run. SIGTERM during the checks throws Interrupted with the debt still recorded. With
-/// `remount`, the mounts a switch back writes are made writable again (after_switch() made them read-only).
+/// `remount`, the mounts a switch back writes are made writable again (after_switch() made them read-only). Each
+/// switch back is added to `summary->rolled_back` when `summary` is given.
 void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
                       const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
-                      Durability durability, Remount remount, const char* command);
+                      Durability durability, Remount remount, const char* command, RunSummary* summary);
 
 /// The specs of `checks`, as owed in the state.
 std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks);

@@ -542,7 +542,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
       host.after_switch(store, switched_components(works));  // --reboot always
       // What an earlier run left owed: its checks were cut short (SIGTERM, a kill) or waited for this boot.
       run_health_phase(context, store, host, names_of(works), options.health, options.probes, options.durability,
-                       remount_of(works, options), k_command);
+                       remount_of(works, options), k_command, options.summary);
     }
     return ExitCode::ok;
   }
@@ -696,7 +696,7 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   const LogFields fields{{"phase", "host"}};
   host.after_switch(store, switched_components(works));
   run_health_phase(context, store, host, names_of(works), options.health, options.probes, options.durability,
-                   remount_of(works, options), k_command);
+                   remount_of(works, options), k_command, options.summary);
   return ExitCode::ok;
 }
 

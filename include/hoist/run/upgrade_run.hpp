@@ -43,6 +43,9 @@ void check_distinct(const std::vector<UpgradeItem>& items, const HostRoot& root)
 /// the CLI puts it in the pod's termination message, which the cluster shows after the pod's logs are gone.
 struct RunSummary {
   std::vector<std::string> lines;
+  /// What the health phase switched back, one line a component, as its state's last result says it
+  /// ("app 2.0.0 -> 1.0.0: health check unit:k3s did not pass within 300 s: ..."): the node's event says so.
+  std::vector<std::string> rolled_back;
 };
 
 struct UpgradeOptions {
