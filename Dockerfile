@@ -46,8 +46,12 @@ COPY include include
 COPY src src
 # The binary only (no tests, no Catch2), at -O2 as CI's RelWithDebInfo build
 # but without the debug info that strip would drop anyway (a faster compile).
+# The context has no .git: the commit comes from scripts/image, for `hoist
+# version` (so a new commit compiles again, even one that changed no source).
+ARG HOIST_REVISION=unknown
 RUN set -eu; \
     HOIST_BUILD_DIR=/build scripts/build -DHOIST_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DHOIST_REVISION="$HOIST_REVISION" \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"; \
     file /build/hoist | grep -q 'static-pie linked'; \
     strip --strip-all -o /hoist /build/hoist; \
@@ -56,10 +60,8 @@ RUN set -eu; \
     sed -n 's/^HOIST_DEPS_PREFIX:PATH=//p' /build/CMakeCache.txt >/doc/.deps-prefix; \
     sed -n 's/^DEPS_STATIC_LIBRARIES:INTERNAL=//p' /build/CMakeCache.txt >/doc/.libs; \
     rm -rf /build
-# The license, the third-party notices and the SBOM of the stripped binary,
-# after the compile: a new revision alone does not compile again.
+# The license, the third-party notices and the SBOM of the stripped binary.
 ARG HOIST_VERSION=unknown
-ARG HOIST_REVISION=unknown
 RUN set -eu; \
     cp LICENSE /doc/; \
     scripts/sbom --binary /hoist --version "$HOIST_VERSION" --revision "$HOIST_REVISION" \

@@ -1,8 +1,13 @@
-# Writes OUTPUT, the header sys/library_versions.cpp includes: the git commit hoist is built from and the build
-# date. Run at every build (a custom target), it rewrites the header only when its content changed, so a build
+# Writes OUTPUT, the header sys/library_versions.cpp includes: the git commit hoist is built from (from SOURCE_DIR's
+# .git, else REVISION) and the build date. Run at every build (a custom target), it rewrites the header only when its content changed, so a build
 # on the same day from the same commit recompiles nothing. The date honours SOURCE_DATE_EPOCH (string(TIMESTAMP)
 # reads it), for reproducible builds.
 set(commit "unknown")
+# Told by the build (HOIST_REVISION) when the sources are not a git checkout: a full hash, maybe with -dirty.
+if(REVISION MATCHES "^([0-9a-f]+)(-dirty)?$")
+  string(SUBSTRING "${CMAKE_MATCH_1}" 0 12 head)
+  set(commit "${head}${CMAKE_MATCH_2}")
+endif()
 find_program(GIT git)
 if(GIT AND EXISTS "${SOURCE_DIR}/.git")
   execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse --short=12 HEAD

@@ -465,6 +465,15 @@ def test_the_image_runs_hoist_with_no_shell_and_no_arguments(hoist_image):
     project_version = json.loads(podman("image", "inspect", hoist_image).stdout)[0]["Config"]["Labels"][
         "org.opencontainers.image.version"]
     assert project_version in version.stdout
+    # The build context has no .git: the commit in `hoist version` is the one scripts/image was told, as the label.
+    revision = json.loads(podman("image", "inspect", hoist_image).stdout)[0]["Config"]["Labels"][
+        "org.opencontainers.image.revision"]
+    built = json.loads(podman("run", "--rm", "--pull=never", "--net=host", hoist_image, "version", "--json").stdout)
+    if revision == "unknown":
+        assert built["commit"] == "unknown"
+    else:
+        head, _, dirty = revision.partition("-")
+        assert built["commit"] == head[:12] + ("-" + dirty if dirty else "")
     bare = podman("run", "--rm", "--pull=never", "--net=host", hoist_image, check=False)
     assert bare.returncode == 0, bare.stderr
     assert "Usage: hoist" in bare.stdout
