@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "hoist/model/component.hpp"
 #include "hoist/model/state.hpp"
 #include "hoist/util/error.hpp"
 #include "scoped_temp_dir.hpp"

@@ -140,6 +140,18 @@ void apply_trust_policy(ComponentSpec& spec, const TrustPolicy& policy, std::str
   }
 }
 
+void validate_component_name(std::string_view name) {
+  auto valid_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+  };
+  const bool ok = !name.empty() && name.size() <= 63 && valid_char(name.front()) && name.front() != '.' &&
+                  name.front() != '_' && name.front() != '-' && std::all_of(name.begin(), name.end(), valid_char);
+  if (!ok) {
+    throw UsageError("invalid component name '" + std::string(name) +
+                     "': expected [a-z0-9][a-z0-9._-]*, at most 63 characters");
+  }
+}
+
 std::string normal_destination(const std::string& destination) {
   std::string normal = std::filesystem::path(destination).lexically_normal().string();
   while (normal.size() > 1 && normal.back() == '/') {

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "hoist/model/component.hpp"
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
@@ -137,17 +138,6 @@ std::vector<std::string> owed_list(const json& document, const Reader& top, cons
 
 }  // namespace
 
-void validate_component_name(std::string_view name) {
-  auto valid_char = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-  };
-  const bool ok = !name.empty() && name.size() <= 63 && valid_char(name.front()) && name.front() != '.' &&
-                  name.front() != '_' && name.front() != '-' && std::all_of(name.begin(), name.end(), valid_char);
-  if (!ok) {
-    throw UsageError("invalid component name '" + std::string(name) +
-                     "': expected [a-z0-9][a-z0-9._-]*, at most 63 characters");
-  }
-}
 
 std::string to_json_text(const ComponentState& state) {
   json versions = json::array();

@@ -92,7 +92,7 @@ void record_rollback(ComponentState& state) {
       intent.from, now_rfc3339(), intent.reason.empty() ? "rolled back to " + intent.to : intent.reason});
   state.current = intent.to;
   // A sync's one backup is used up; the links of the other kinds swap.
-  state.previous = state.kind == "sync" ? std::string() : intent.from;
+  state.previous = state.kind == to_string(ComponentKind::sync) ? std::string() : intent.from;
   owe_restarts(state, intent.owed_restarts);
   // The checks were owed by the version left; the one switched back to owes none.
   state.owed_health_checks.clear();

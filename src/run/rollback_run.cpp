@@ -44,7 +44,7 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
     throw UsageError("cannot roll back " + state.component + " to " + target +
                      ": it is not kept on the host (kept: " + kept_list(state) + ")");
   }
-  if (state.kind == "sync" && target != state.previous) {
+  if (state.kind == to_string(ComponentKind::sync) && target != state.previous) {
     throw UsageError("cannot roll back " + state.component + " to " + target +
                      ": a sync component keeps one backup, of the version before " + state.current + " (" +
                      (state.previous.empty() ? std::string("none left") : state.previous) + ")");

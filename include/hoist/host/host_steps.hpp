@@ -17,11 +17,6 @@ namespace hoist {
 
 class SystemBus;
 
-namespace outcome {
-/// LastResult::outcome while a reboot hoist asked for is pending.
-inline constexpr const char* k_rebooting = "rebooting";
-}  // namespace outcome
-
 /// A component as it is after a run's switches.
 struct SwitchedComponent {
   std::string name;

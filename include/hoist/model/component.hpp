@@ -102,6 +102,10 @@ void apply_trust_policy(ComponentSpec& spec, const TrustPolicy& policy, std::str
 /// The default of `--keep`: versions kept on the host after an upgrade.
 inline constexpr unsigned k_default_keep = 3;
 
+/// A component name is a directory name on the host and a word in logs:
+/// `[a-z0-9][a-z0-9._-]*`, at most 63 bytes. Throws UsageError otherwise.
+void validate_component_name(std::string_view name);
+
 /// A destination in one spelling, lexically: "/opt//app/" is "/opt/app" (validate_spec refuses `.` and `..`).
 [[nodiscard]] std::string normal_destination(const std::string& destination);
 

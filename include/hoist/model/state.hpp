@@ -107,10 +107,6 @@ struct ComponentState {
 /// The schema version this build writes; a higher one on disk is refused.
 inline constexpr int k_state_schema = 1;
 
-/// A component name is a directory name on the host and a word in logs:
-/// `[a-z0-9][a-z0-9._-]*`, at most 63 bytes. Throws UsageError otherwise.
-void validate_component_name(std::string_view name);
-
 /// Serialises a state to the JSON written on disk (and printed by `status --json`).
 std::string to_json_text(const ComponentState& state);
 

@@ -17,6 +17,8 @@ inline constexpr const char* k_failed = "failed";
 inline constexpr const char* k_refused = "refused";
 /// An upgrade whose health checks failed, switched back to the version before it.
 inline constexpr const char* k_rolled_back = "rolled-back";
+/// While a reboot hoist asked for is pending.
+inline constexpr const char* k_rebooting = "rebooting";
 }  // namespace outcome
 
 /// The state of a component hoist has not installed yet: its identity, nothing current.
