@@ -58,3 +58,24 @@ def test_a_payload_entry_named_like_a_temporary_is_installed(host_root, tmp_path
     again = upgrade(host_root, *ARGS, "--source", v1, "--version", "1.0.0", check=0)
     assert "nothing to do" in again.stdout + again.stderr or "already" in again.stdout + again.stderr, again
     assert (dest / ".hoist-tmp.keep").read_text() == "shipped\n"
+
+
+def test_the_file_kind_removes_only_its_own_temporary_links_beside_the_link(host_root, tmp_path):
+    """The directory of a file component's link (/usr/local/bin) is the host's too: a killed switch's temporary
+    link (a link to one of the component's versions) is removed by the next run, an operator's entry with the same
+    prefix is not."""
+    args = ["--component", "tool", "--kind", "file", "--destination", "/usr/local/bin/tool"]
+    for version in ("1.0.0", "2.0.0"):
+        (tmp_path / version).write_text(f"tool {version}\n")
+    upgrade(host_root, *args, "--source", tmp_path / "1.0.0", "--version", "1.0.0", check=0)
+    bin_dir = host_root / "usr/local/bin"
+    (bin_dir / ".hoist-tmp.tool.notes").write_text("the operator's\n")
+    (bin_dir / ".hoist-tmp.tool.elsewhere").symlink_to("/etc/hosts")
+    # What a run killed between creating its temporary link and renaming it over the link leaves.
+    (bin_dir / ".hoist-tmp.tool.k1lled0000000").symlink_to(Path(bin_dir / "tool").readlink())
+
+    upgrade(host_root, *args, "--source", tmp_path / "2.0.0", "--version", "2.0.0", check=0)
+    assert (host_root / str((bin_dir / "tool").readlink()).lstrip("/")).read_text() == "tool 2.0.0\n"
+    assert not (bin_dir / ".hoist-tmp.tool.k1lled0000000").is_symlink()
+    assert (bin_dir / ".hoist-tmp.tool.notes").read_text() == "the operator's\n"
+    assert (bin_dir / ".hoist-tmp.tool.elsewhere").readlink() == Path("/etc/hosts")

@@ -68,8 +68,19 @@ bool LinkedVersionInstaller::clean_leftovers(ComponentState* /*state*/) {
     removed += versions->remove_leftovers(is_staging_leftover).value();
   }
   if (auto parent = HostDir::open(m_root, m_dest_parent)) {
+    // The link's directory is the host's too (/usr/local/bin): an entry with hoist's prefix is a killed switch's
+    // temporary link only when it is a link to one of this component's versions. An operator's is kept.
     const std::string prefix = std::string(k_temp_prefix) + m_link_name + ".";
-    removed += parent->remove_leftovers([&](std::string_view name) { return name.starts_with(prefix); }).value();
+    removed += parent
+                   ->remove_leftovers([&](std::string_view name) {
+                     if (!name.starts_with(prefix)) {
+                       return false;
+                     }
+                     const std::string entry(name);
+                     auto target = read_symlink(parent->fd(), entry, parent->display(entry));
+                     return target && !version_in_link(*target).empty();
+                   })
+                   .value();
   }
   if (removed > 0) {
     spdlog::info("{}: removed {} leftover(s) of an interrupted run", m_target.component, removed);
