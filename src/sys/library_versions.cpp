@@ -35,6 +35,20 @@ namespace hoist {
 
 std::string hoist_version() { return HOIST_VERSION; }
 
+namespace {
+
+// libstdc++ is GCC's: compiled by that GCC, its release is GCC's own version; compiled by clang (the sanitizer
+// builds), __GNUC__ is clang's pretence (4.2.1) and only the headers' major release is known.
+std::string libstdcxx_version() {
+#if defined(__clang__) || !defined(__GNUC__) || __GNUC__ != _GLIBCXX_RELEASE
+  return std::to_string(_GLIBCXX_RELEASE);
+#else
+  return fmt::format("{}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
+#endif
+}
+
+}  // namespace
+
 BuildInfo build_info() {
 #if defined(__x86_64__)
   const char* architecture = "x86_64";
@@ -66,7 +80,7 @@ std::vector<LibraryVersion> linked_library_versions() {
   blkid_get_library_version(&blkid_version, nullptr);
   return {
       {"glibc", gnu_get_libc_version()},
-      {"libstdc++", fmt::format("{}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__)},  // GCC's release
+      {"libstdc++", libstdcxx_version()},
       {"libarchive", archive},
       {"openssl", openssl},
       {"libmount", mount_version != nullptr ? mount_version : "unknown"},
