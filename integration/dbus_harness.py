@@ -59,13 +59,14 @@ class Service:
     def called(self, method):
         return [c for c in self.calls() if c == method or c.startswith(method + " ")]
 
-    def wait_for_call(self, method, timeout=20):
+    def wait_for_call(self, method, timeout=20, count=1):
+        """The calls of `method` once there are at least `count` of them; AssertionError after `timeout` s."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.called(method):
+            if len(self.called(method)) >= count:
                 return self.called(method)
             time.sleep(0.05)
-        raise AssertionError(f"{self.name}: no {method} call within {timeout} s; calls: {self.calls()}")
+        raise AssertionError(f"{self.name}: not {count} {method} call(s) within {timeout} s; calls: {self.calls()}")
 
 
 class SystemBus:

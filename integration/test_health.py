@@ -417,10 +417,7 @@ def test_a_version_that_boots_unhealthy_is_switched_back_and_rebooted_once(host_
     set_boot_id(host_root, BOOT_2)
     healthz.handler.status = 503
     process = spawn(host_root, *command)
-    deadline = time.monotonic() + 30
-    while len(logind.called("RebootWithFlags")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(logind.called("RebootWithFlags")) == 2
+    assert len(logind.wait_for_call("RebootWithFlags", timeout=30, count=2)) == 2
     process.send_signal(signal.SIGTERM)
     code, _, err = finish(process)
     assert code == 1

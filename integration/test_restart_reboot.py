@@ -232,10 +232,7 @@ def test_a_run_killed_before_the_reboot_came_asks_again(host_root, payloads, sys
     assert finish(process)[0] == 1
     # Same boot: the pod was deleted, the host did not reboot. The next run asks again.
     process = spawn(host_root, *args(v1, "1.0.0", "--reboot", "if-needed"))
-    deadline = time.monotonic() + 20
-    while len(logind.called("RebootWithFlags")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(logind.called("RebootWithFlags")) == 2
+    assert len(logind.wait_for_call("RebootWithFlags", timeout=20, count=2)) == 2
     process.send_signal(signal.SIGTERM)
     code, _, err = finish(process)
     assert code == 1
@@ -300,10 +297,7 @@ def test_an_inhibitor_is_waited_out(host_root, payloads, system_bus, flavour):
     logind = system_bus.start("logind_manager", blocked_calls=2, blocked_error=flavour, inhibitors=[inhibitor])
     system_bus.start("systemd_manager")  # a fallback that can never reach reboot(2)
     process = spawn(host_root, *args(v1, "1.0.0", "--reboot", "if-needed", "--reboot-timeout", "60"))
-    deadline = time.monotonic() + 30
-    while len(logind.called("RebootWithFlags")) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(logind.called("RebootWithFlags")) == 3
+    assert len(logind.wait_for_call("RebootWithFlags", timeout=30, count=3)) == 3
     time.sleep(0.3)
     process.send_signal(signal.SIGTERM)
     code, _, err = finish(process)
