@@ -1,6 +1,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -9,6 +10,7 @@
 #include "hoist/kube/plan_progress.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/model/manifest.hpp"
+#include "hoist/run/progress_reporter.hpp"
 #include "hoist/run/upgrade_run.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
@@ -39,6 +41,38 @@ constexpr uint64_t k_default_unpack_ratio = 200;
 
 // One GET of the Node: the gate waits for it, so a silent API server must not hold up the run for long.
 constexpr std::chrono::seconds k_node_timeout{15};
+
+// The dry run's report on stdout: per component, what its switch would change (or the gate's line when it changes
+// nothing), then the health checks the switches would owe. With nothing to change, the gate's lines alone.
+void print_preview(const UpgradePreview& preview) {
+  for (const ComponentPreview& component : preview.components) {
+    if (!component.changes) {
+      std::printf("%s: %s\n", component.name.c_str(), component.gate.c_str());
+      continue;
+    }
+    const TransferStats& stats = *component.changes;
+    std::printf("%s (%s at %s): %s\n", component.name.c_str(), std::string(to_string(component.kind)).c_str(),
+                component.destination.c_str(), component.gate.c_str());
+    std::printf("  add:       %8llu files  %s\n", static_cast<unsigned long long>(stats.files_added),
+                format_bytes(stats.bytes_added).c_str());
+    std::printf("  change:    %8llu files  %s\n", static_cast<unsigned long long>(stats.files_changed),
+                format_bytes(stats.bytes_changed).c_str());
+    std::printf("  remove:    %8llu files  %s\n", static_cast<unsigned long long>(stats.files_removed),
+                format_bytes(stats.bytes_removed).c_str());
+    std::printf("  unchanged: %8llu files\n", static_cast<unsigned long long>(stats.files_unchanged));
+  }
+  if (!preview.changes_host()) {
+    return;
+  }
+  for (const ComponentPreview& component : preview.components) {
+    if (component.changes && !component.checks.empty()) {
+      std::printf("%s: then health checks: %s (units up %llds, at most %llds)\n", component.name.c_str(),
+                  describe(component.checks).c_str(), static_cast<long long>(preview.health_settle.count()),
+                  static_cast<long long>(preview.health_timeout.count()));
+    }
+  }
+  std::printf("dry run: nothing was changed\n");
+}
 
 class UpgradeCommand final : public Command {
  public:
@@ -187,7 +221,6 @@ class UpgradeCommand final : public Command {
         return NodeView::from_json(own_node->read(std::chrono::steady_clock::now() + k_node_timeout)).kubelet_version;
       };
     }
-    options.dry_run = m_dry_run ? DryRun::yes : DryRun::no;
     options.progress = progress_style_for_stderr(context.options.log_format);
     options.durability = default_durability();
     options.host = m_host.actions(context);
@@ -195,6 +228,10 @@ class UpgradeCommand final : public Command {
     options.max_unpack_ratio = static_cast<double>(m_max_unpack_ratio);
     options.threads = m_threads;
     options.summary = &m_summary;
+    if (m_dry_run) {
+      print_preview(preview_upgrade(context, std::move(items), options));
+      return ExitCode::ok;
+    }
     return run_upgrade(context, std::move(items), options);
   }
 

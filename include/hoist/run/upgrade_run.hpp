@@ -1,6 +1,8 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,6 @@ struct RunSummary {
 };
 
 struct UpgradeOptions {
-  DryRun dry_run = DryRun::no;
   ProgressStyle progress = ProgressStyle::lines;
   Durability durability = Durability::syncfs;
   /// Filled with the gate's decision for each component, when given.
@@ -77,8 +78,36 @@ struct UpgradeOptions {
 /// state, the garbage collection (--keep) and the host steps. A failure
 /// undoes the switches made so far and removes what was staged: the host is
 /// left on the old versions. Records every outcome in the components' states.
-/// With DryRun::yes: no lock, nothing written; prints what would change on
-/// stdout. Returns ok, or throws hoist::Error with the exit code.
+/// Returns ok, or throws hoist::Error with the exit code.
 ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options);
+
+/// What a dry run found for one component.
+struct ComponentPreview {
+  std::string name;
+  ComponentKind kind = ComponentKind::tree;
+  /// The destination as given.
+  std::string destination;
+  /// The gate's line ("app: 1.0.0 -> 2.0.0 (upgrade)").
+  std::string gate;
+  /// What its switch would add, change and remove; none when the gate says the host does not change.
+  std::optional<TransferStats> changes;
+  /// The health checks its switch would owe, in the order they would run; none without `changes`.
+  std::vector<HealthCheck> checks;
+};
+
+/// What `hoist upgrade --dry-run` would do, per component in the run's order, for the CLI to print.
+struct UpgradePreview {
+  std::vector<ComponentPreview> components;
+  /// --health-settle and --health-timeout, which the checks would run with.
+  std::chrono::seconds health_settle{0};
+  std::chrono::seconds health_timeout{0};
+
+  /// Whether any component would change: when none does, the run would only tidy up.
+  [[nodiscard]] bool changes_host() const;
+};
+
+/// The dry run of run_upgrade(): no lock, nothing written; the same gate (a refusal throws, exit 3) and, when any
+/// component would change, the same verification (exit 5), then what each switch would change.
+UpgradePreview preview_upgrade(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options);
 
 }  // namespace hoist

@@ -1,0 +1,271 @@
+// The phases of an upgrade that write: verify (which only reads, and gates the writing), remount, clean_leftovers,
+// stage, switch_over, undo and record. ARCHITECTURE.md, "Commit points and crash safety", says what a kill
+// between any two of their writes leaves.
+#include "upgrade_phases.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "health_phase.hpp"
+#include "hoist/host/boot_id.hpp"
+#include "hoist/host/interruption.hpp"
+#include "hoist/host/writable_mounts.hpp"
+#include "hoist/model/state_update.hpp"
+#include "hoist/run/progress_reporter.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/verify/payload_verification.hpp"
+#include "hoist/verify/sysext_image.hpp"
+
+namespace hoist {
+
+namespace {
+
+constexpr const char* k_command = "upgrade";
+
+using Work = UpgradeRun::Work;
+
+// A transfer's counts as log fields, for the line that reports them.
+LogFields count_fields(const TransferStats& s) {
+  return LogFields{{"files_added", s.files_added},     {"files_changed", s.files_changed},
+                   {"files_removed", s.files_removed}, {"files_unchanged", s.files_unchanged},
+                   {"bytes_added", s.bytes_added},     {"bytes_changed", s.bytes_changed},
+                   {"bytes_removed", s.bytes_removed}, {"bytes_written", s.bytes_written}};
+}
+
+std::string describe(const TransferStats& s) {
+  return fmt::format("{} added ({}), {} changed ({}), {} removed ({}), {} unchanged", s.files_added,
+                     format_bytes(s.bytes_added), s.files_changed, format_bytes(s.bytes_changed), s.files_removed,
+                     format_bytes(s.bytes_removed), s.files_unchanged);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// What --remount (every component) or a manifest's "remount" (that component) makes writable for the run.
+std::vector<std::string> remount_paths(const std::vector<Work>& works, const StateStore& store, Remount all) {
+  std::vector<std::string> paths;
+  for (const Work& work : works) {
+    const ComponentSpec& spec = work.item.spec;
+    if (all == Remount::yes || spec.remount == Remount::yes) {
+      const auto written = paths_written(spec.kind, spec.destination, store.component_dir(spec.name));
+      paths.insert(paths.end(), written.begin(), written.end());
+    }
+  }
+  return paths;
+}
+
+}  // namespace
+
+LogFields phase_fields(const Work& work, const char* phase) {
+  return LogFields{{"component", work.name()}, {"version", work.item.target.text()}, {"phase", phase}};
+}
+
+// Verification reads only the payloads: nothing on the host has changed yet.
+void UpgradeRun::verify() {
+  try {
+    for (Work& work : m_works) {
+      const LogFields fields = phase_fields(work, "verify");
+      if (work.gate.changes_host() && !work.item.spec.sha256sums.empty()) {
+        work.sums = verify_payload(work.item.spec, work.item.payload);
+        spdlog::info("{}: verified {} against {}{}", work.name(), work.item.payload.path().string(),
+                     work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
+      }
+      if (work.gate.changes_host() && work.item.spec.kind == ComponentKind::sysext) {
+        verify_sysext_payload(m_root, work.item.payload, work.item.spec.destination);
+        spdlog::info("{}: the extension-release of {} matches the host's os-release", work.name(),
+                     work.item.payload.path().string());
+      }
+    }
+  } catch (const Error& e) {
+    if (m_dry_run == DryRun::no) {
+      record_outcome(outcome::k_failed, e.what(), Everyone::no);
+    }
+    throw;
+  }
+}
+
+void UpgradeRun::remount() {
+  m_host->make_writable(remount_paths(m_works, m_store, m_options.host.remount));
+}
+
+// What killed runs left goes first. A sync's cleanup may finish a rollback and so change what is installed: the gate
+// is asked again.
+void UpgradeRun::clean_leftovers() {
+  for (Work& work : m_works) {
+    if (work.installer->clean_leftovers(work.state ? &*work.state : nullptr)) {
+      m_store.save(*work.state);
+      decide(work);
+      if (work.gate.decision == GateDecision::refused) {
+        throw Error(ExitCode::refused, work.gate.message);
+      }
+    }
+  }
+}
+
+// Everything is staged before anything is switched: staging is where a run fails (disk full, a bad archive), and
+// then nothing has switched.
+void UpgradeRun::stage() {
+  for (Work& work : m_works) {
+    if (!work.gate.changes_host()) {
+      continue;
+    }
+    throw_if_interrupted("staging " + work.name());
+    const LogFields fields = phase_fields(work, "stage");
+    const auto start = std::chrono::steady_clock::now();
+    ProgressReporter progress(work.name(), m_options.progress);
+    work.staged = true;
+    work.stats = work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress));
+    progress.finish();
+    if (work.item.spec.kind != ComponentKind::sync) {
+      const LogFields counts = count_fields(work.stats);
+      spdlog::info("{}: staged {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
+                   seconds_since(start), describe(work.stats), format_bytes(work.stats.bytes_written));
+    }
+  }
+}
+
+void UpgradeRun::switch_over() {
+  for (Work& work : m_works) {
+    if (!work.gate.changes_host()) {
+      continue;
+    }
+    throw_if_interrupted("switching " + work.name());
+    const LogFields fields = phase_fields(work, "switch");
+    const auto start = std::chrono::steady_clock::now();
+    if (work.state) {
+      // The intent first: a run killed between the switch and its record leaves the next run, which finds the
+      // host switched, what the switch owes. (A first install has no state to carry it yet.)
+      work.state->switching = SwitchIntent{work.item.target.text(), now_rfc3339(),
+                                           m_host->restarts_owed_by(work.item.spec.kind),
+                                           specs_of(checks_of(work))};
+      m_store.save(*work.state);
+    }
+    ProgressReporter progress(work.name(), m_options.progress);
+    work.committed = true;
+    const TransferStats synced = work.installer->commit(work.item.payload, work.item.target.text(),
+                                                        work.installed_text(), transfer_options(work, &progress));
+    progress.finish();
+    if (work.item.spec.kind == ComponentKind::sync) {
+      work.stats = synced;
+      const LogFields counts = count_fields(synced);
+      spdlog::info("{}: synced {} into {} in {:.2f} s: {}, {} written", work.name(), work.item.target.text(),
+                   m_root.display(work.item.spec.destination), seconds_since(start), describe(synced),
+                   format_bytes(synced.bytes_written));
+    } else {
+      spdlog::info("{}: switched {} to {}", work.name(), m_root.display(work.item.spec.destination),
+                   work.item.target.text());
+    }
+  }
+}
+
+// The switches made so far are undone (newest first) and what was staged is removed: the host goes back to the old
+// versions. Errors here are logged: the error that started it is what the run reports.
+void UpgradeRun::undo(const std::exception& failure) {
+  for (auto it = m_works.rbegin(); it != m_works.rend(); ++it) {
+    const LogFields fields = phase_fields(*it, "undo");
+    try {
+      if (it->committed) {
+        it->installer->undo_commit();
+        spdlog::info("{}: switched back to {}", it->name(),
+                     it->installed_text().empty() ? "nothing" : it->installed_text());
+      }
+      if (it->staged) {
+        it->installer->discard_staged();
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("{}: could not undo: {}", it->name(), e.what());
+    }
+  }
+  // Bad input (an archive entry refused while staging) leaves a first install no state, as a failed verification
+  // does: the undo took back what it made.
+  const auto* error = dynamic_cast<const Error*>(&failure);
+  const bool bad_input =
+      error != nullptr && (error->code() == ExitCode::verification || error->code() == ExitCode::usage);
+  record_outcome(outcome::k_failed, failure.what(), bad_input ? Everyone::no : Everyone::yes);
+}
+
+void UpgradeRun::record() {
+  const std::string boot_id = read_boot_id(m_root);
+  for (Work& work : m_works) {
+    if (!work.state && !work.gate.changes_host()) {
+      continue;  // at the target through another installer: nothing of hoist's to record
+    }
+    const LogFields fields = phase_fields(work, "record");
+    ComponentState state = work.state ? *work.state : new_state(work.item.spec);
+    if (work.gate.changes_host()) {
+      record_switch(state, work.item.target.text(), work.installer->adopted_version());
+      if (std::string label = work.installer->selinux_label(); !label.empty()) {
+        state.selinux_label = std::move(label);
+      }
+      // Owed with the switch, in the same save: a run killed before its restarts leaves them to the next.
+      owe_restarts(state, m_host->restarts_owed_by(work.item.spec.kind));
+      // Owed with the switch too: a run killed before they pass leaves them to the next (never counted as passed).
+      state.owed_health_checks = specs_of(checks_of(work));
+      set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());
+    } else if (!work.reboot_settled && state.owed_restarts.empty()) {
+      set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text());
+    }
+    state.boot_id = boot_id;
+    m_store.save(state);
+    if (work.gate.changes_host()) {
+      work.installer->finish();
+      collect_garbage(work, state);
+    }
+  }
+}
+
+void UpgradeRun::collect_garbage(Work& work, ComponentState& state) {
+  for (const auto& version : versions_to_collect(state, work.item.spec.keep)) {
+    try {
+      work.installer->remove_version(version);
+      forget_version(state, version);
+      spdlog::info("{}: removed version {} (--keep {})", work.name(), version, work.item.spec.keep);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: could not remove version {}: {}", work.name(), version, e.what());
+    }
+  }
+  m_store.save(state);
+  std::string kept;
+  for (const auto& record : state.versions) {
+    kept += (kept.empty() ? "" : ", ") + record.version;
+  }
+  spdlog::info("{}: kept versions: {}", work.name(), kept);
+}
+
+// The checks a component's switch makes owed: that a sysext is merged (first: the others may need what it brings),
+// the run's, then its own.
+std::vector<HealthCheck> UpgradeRun::checks_of(const Work& work) const {
+  std::vector<HealthCheck> checks;
+  if (work.item.spec.kind == ComponentKind::sysext) {
+    checks.push_back(sysext_merge_check(work.item.spec.destination));
+  }
+  checks.insert(checks.end(), m_options.health.checks.begin(), m_options.health.checks.end());
+  checks.insert(checks.end(), work.item.health_checks.begin(), work.item.health_checks.end());
+  return checks;
+}
+
+TransferOptions UpgradeRun::transfer_options(const Work& work, ProgressReporter* progress) const {
+  TransferOptions options;
+  options.compare = work.item.spec.compare;
+  options.max_unpacked_bytes = m_options.max_unpacked_bytes;
+  options.max_unpack_ratio = m_options.max_unpack_ratio;
+  options.threads = m_options.threads;
+  if (progress != nullptr) {
+    options.on_progress = [progress](const TransferStats& stats) { progress->update(stats); };
+  }
+  if (work.sums) {
+    options.check_staged = [&work](int staging_dir) {
+      verify_staged_tree(*work.sums, work.item.spec, work.item.payload, staging_dir);
+    };
+  }
+  return options;
+}
+
+}  // namespace hoist

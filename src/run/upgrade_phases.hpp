@@ -1,0 +1,128 @@
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hoist/host/health_check.hpp"
+#include "hoist/host/host_steps.hpp"
+#include "hoist/install/installer.hpp"
+#include "hoist/model/context.hpp"
+#include "hoist/model/state.hpp"
+#include "hoist/model/version_gate.hpp"
+#include "hoist/run/upgrade_run.hpp"
+#include "hoist/sys/lock.hpp"
+#include "hoist/util/log_fields.hpp"
+#include "hoist/verify/checksums.hpp"
+
+namespace hoist {
+
+/// `hoist upgrade` as its phases (ARCHITECTURE.md, "The run"), one method each, called in this order by run()
+/// (or, for a dry run, by preview()): read_states → gate → verify → remount → clean_leftovers → stage →
+/// switch_over → record → host_steps. A gate that finds nothing to do ends the run with finish_unchanged()
+/// instead. A phase works on every component before the next phase starts: every payload is verified before
+/// anything is written, and everything is staged before anything is switched. The phases are public so that each
+/// can be tested alone; outside tests, run_upgrade() and preview_upgrade() are the way in.
+class UpgradeRun {
+ public:
+  /// One component through the phases.
+  struct Work {
+    explicit Work(UpgradeItem resolved) : item(std::move(resolved)) {}
+
+    UpgradeItem item;
+    std::optional<ComponentState> state;
+    std::unique_ptr<Installer> installer;
+    std::optional<Version> installed;
+    Gate gate{GateDecision::unchanged, ""};
+    TransferStats stats;
+    bool staged = false;
+    bool committed = false;
+    /// This run confirmed the reboot an earlier run asked for: its last result says so, not "unchanged".
+    bool reboot_settled = false;
+    /// Where `installed` came from when hoist's state did not say it (--installed-version-from), for messages.
+    std::string installed_from;
+    /// The SHA256SUMS the payload was verified against, to check the staged copy of a directory payload with.
+    std::optional<Sha256Sums> sums;
+
+    [[nodiscard]] const std::string& name() const { return item.spec.name; }
+    [[nodiscard]] std::string installed_text() const { return state ? state->current : std::string(); }
+  };
+
+  /// Refuses `items` that share a name or a destination (check_distinct(), UsageError), installs the
+  /// SIGTERM/SIGINT handlers, takes the run lock (not with DryRun::yes: a dry run writes nothing, not even the lock
+  /// file) and sets up the host steps after it, so that their remounts are put back before the lock is released.
+  /// `options` must outlive the object.
+  UpgradeRun(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options, DryRun dry_run);
+
+  /// Every phase in order (run_upgrade()); a failure in remount, clean_leftovers, stage or switch_over is undone
+  /// (undo()) and recorded before it is rethrown. Needs DryRun::no (std::logic_error otherwise).
+  ExitCode run();
+  /// read_states, gate and (when anything would change) verify, then what each component's switch would change
+  /// (Installer::preview()) and the checks it would owe (preview_upgrade()). Writes nothing.
+  UpgradePreview preview();
+
+  /// Per component: its state (check_identity()), the reboot handshake, its installer, and the state made to agree
+  /// with the host's commit points (saved, unless this is a dry run). A switch back that a killed run made and did
+  /// not record is finished here with its restarts, as `hoist rollback` finishes one.
+  void read_states();
+  /// The one gate of the run: each component's decision (decide_gate(), a quarantined target refused), logged and
+  /// added to the summary. A refusal of any component is recorded as `refused` in the states there are (not in a
+  /// dry run) and thrown (exit 3). Returns whether any component changes the host.
+  bool gate();
+  /// What a run with nothing to install does: the leftovers of killed runs and versions past --keep removed (best
+  /// effort), `unchanged` recorded where no reboot was just confirmed and no restart is owed, then host_steps().
+  void finish_unchanged();
+  /// Each payload that is to be installed checked against its SHA256SUMS (and signature), a sysext's
+  /// extension-release against the host's os-release; reads only the payloads. A failure is recorded as `failed`
+  /// in the states there are (not in a dry run) and rethrown (exit 5).
+  void verify();
+  /// The mounts that --remount or a manifest's `remount` names made writable (HostSteps::make_writable()).
+  void remount();
+  /// What killed runs left, removed per component; when that changed what is installed (a sync's cleanup finished a
+  /// rollback), the state is saved and the gate asked again (a refusal is thrown, exit 3).
+  void clean_leftovers();
+  /// Every component that changes staged beside its current version (Installer::stage()), after a safe point each.
+  void stage();
+  /// Every component that changes switched (Installer::commit()), after a safe point each. Before each switch the
+  /// intent (the target, and the restarts and health checks the switch owes) is saved in the component's state,
+  /// when it has one: a run killed between the switch and its record leaves the next run what the switch owes.
+  void switch_over();
+  /// After a failure in remount … switch_over: the switches made so far undone (newest first), what was staged
+  /// removed, and `failure` recorded as `failed` (in every component's state, created where needed, unless it is
+  /// bad input: verification or usage). Errors while undoing are logged.
+  void undo(const std::exception& failure);
+  /// Per component: the switch recorded in its state with the restarts and health checks it owes, in one save,
+  /// with the boot id; `unchanged` for the others that have a state; then Installer::finish() and --keep.
+  void record();
+  /// HostSteps::after_switch() (mounts back, owed restarts, --reboot), then the health phase (run_health_phase()).
+  void host_steps();
+
+  [[nodiscard]] const std::vector<Work>& works() const { return m_works; }
+
+ private:
+  enum class Everyone { no, yes };
+  void record_outcome(const char* outcome, const std::string& message, Everyone everyone);
+  void decide(Work& work);
+  void collect_garbage(Work& work, ComponentState& state);
+  void tidy_up(Work& work);
+  [[nodiscard]] std::vector<HealthCheck> checks_of(const Work& work) const;
+  [[nodiscard]] TransferOptions transfer_options(const Work& work, ProgressReporter* progress) const;
+
+  const Context& m_context;
+  const HostRoot& m_root;
+  const UpgradeOptions& m_options;
+  const DryRun m_dry_run;
+  const StateStore m_store;
+  std::vector<UpgradeItem> m_items;
+  std::vector<Work> m_works;
+  // Declared in this order: the host steps go (putting remounts back) before the lock is released.
+  std::optional<Lock> m_lock;
+  std::optional<HostSteps> m_host;
+};
+
+/// The fields of the lines logged while `work` is in `phase`.
+LogFields phase_fields(const UpgradeRun::Work& work, const char* phase);
+
+}  // namespace hoist
