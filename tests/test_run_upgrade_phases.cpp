@@ -87,8 +87,7 @@ struct Host {
 
   // A whole run that installs `version` of app with bin/app saying `content`.
   void install(const std::string& version, const std::string& content) {
-    REQUIRE(hoist::run_upgrade(context, items(app(payload("v" + version, content), version)), options) ==
-            ExitCode::ok);
+    REQUIRE(hoist::run_upgrade(context, items(app(payload("v" + version, content), version)), options) == ExitCode::ok);
   }
 
   [[nodiscard]] hoist::ComponentState state() const { return state_of("app"); }
@@ -182,8 +181,7 @@ TEST_CASE("the gate passes a newer version and writes nothing", "[upgrade]") {
   CHECK(h.snapshot() == before);
 }
 
-TEST_CASE("the gate finds nothing to do at the installed version, and the run records it as unchanged",
-          "[upgrade]") {
+TEST_CASE("the gate finds nothing to do at the installed version, and the run records it as unchanged", "[upgrade]") {
   Host h;
   h.install("1.0.0", "one\n");
   hoist::RunSummary summary;
@@ -224,8 +222,7 @@ TEST_CASE("verify refuses a payload whose sha256 does not match with exit code 5
 TEST_CASE("verify passes a payload that matches its SHA256SUMS and keeps the sums for the staged copy", "[upgrade]") {
   Host h;
   const fs::path v1 = h.payload("v1", "one\n");
-  write_text(h.dir / "SHA256SUMS",
-             std::string(k_sha_one) + "  bin/app\n" + std::string(k_sha_same) + "  etc/conf\n");
+  write_text(h.dir / "SHA256SUMS", std::string(k_sha_one) + "  bin/app\n" + std::string(k_sha_same) + "  etc/conf\n");
   UpgradeRun run(h.context, h.items(Host::app(v1, "1.0.0", h.dir / "SHA256SUMS")), h.options, DryRun::no);
   run.read_states();
   REQUIRE(run.gate());
@@ -256,8 +253,7 @@ TEST_CASE("stage puts the new version beside the old one and leaves the link and
   CHECK(run.works()[0].stats.files_unchanged == 3);
 }
 
-TEST_CASE("switch saves the intent first, then moves the link by a rename; the record is still to come",
-          "[upgrade]") {
+TEST_CASE("switch saves the intent first, then moves the link by a rename; the record is still to come", "[upgrade]") {
   Host h;
   h.install("1.0.0", "one\n");
   h.options.health.checks.push_back(hoist::parse_health_check("exec:/bin/true"));
@@ -292,8 +288,7 @@ TEST_CASE("switch saves the intent first, then moves the link by a rename; the r
   CHECK(state.owed_health_checks.empty());
 }
 
-TEST_CASE("a failure after the switch is undone: the link goes back and the staged version is removed",
-          "[upgrade]") {
+TEST_CASE("a failure after the switch is undone: the link goes back and the staged version is removed", "[upgrade]") {
   Host h;
   h.install("1.0.0", "one\n");
   UpgradeRun run(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options, DryRun::no);
@@ -360,8 +355,7 @@ TEST_CASE("a first install is recorded with a state made for it", "[upgrade]") {
   CHECK(state.last_result->outcome == "succeeded");
 }
 
-TEST_CASE("a dry run returns what each switch would change and the checks it would owe, writing nothing",
-          "[upgrade]") {
+TEST_CASE("a dry run returns what each switch would change and the checks it would owe, writing nothing", "[upgrade]") {
   Host h;
   h.install("1.0.0", "one\n");
   fs::remove_all(h.host / "run/hoist");

@@ -143,8 +143,7 @@ void UpgradeRun::switch_over() {
       // The intent first: a run killed between the switch and its record leaves the next run, which finds the
       // host switched, what the switch owes. (A first install has no state to carry it yet.)
       work.state->switching = SwitchIntent{work.item.target.text(), now_rfc3339(),
-                                           m_host->restarts_owed_by(work.item.spec.kind),
-                                           specs_of(checks_of(work))};
+                                           m_host->restarts_owed_by(work.item.spec.kind), specs_of(checks_of(work))};
       m_store.save(*work.state);
     }
     ProgressReporter progress(work.name(), m_options.progress);

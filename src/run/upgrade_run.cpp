@@ -103,9 +103,9 @@ Version node_installed(Work& work, const UpgradeOptions& options) {
 
 // Whether a switch back may need mounts made writable: --remount, or a component's manifest `remount`.
 Remount remount_of(const std::vector<Work>& works, const UpgradeOptions& options) {
-  const bool any = options.host.remount == Remount::yes ||
-                   std::any_of(works.begin(), works.end(),
-                               [](const Work& work) { return work.item.spec.remount == Remount::yes; });
+  const bool any =
+      options.host.remount == Remount::yes ||
+      std::any_of(works.begin(), works.end(), [](const Work& work) { return work.item.spec.remount == Remount::yes; });
   return any ? Remount::yes : Remount::no;
 }
 
@@ -237,8 +237,7 @@ void UpgradeRun::read_states() {
       // quarantined) and a refused run does nothing more.
       if (work.state->current != recorded && pending_rollback && !dry_run) {
         const LogFields host_phase{{"phase", "host"}};
-        m_host->after_switch(m_store,
-                             {SwitchedComponent{work.name(), work.item.spec.kind, work.state->current, true}});
+        m_host->after_switch(m_store, {SwitchedComponent{work.name(), work.item.spec.kind, work.state->current, true}});
         work.state = m_store.load(work.name());
       }
     }
@@ -277,10 +276,10 @@ void UpgradeRun::decide(Work& work) {
   // changes its hash) would otherwise undo the rollback.
   const QuarantinedVersion* quarantined = work.state ? find_quarantined(*work.state, work.item.target.text()) : nullptr;
   if (quarantined != nullptr && work.gate.changes_host() && spec.allow_quarantined == AllowQuarantined::no) {
-    work.gate = Gate{GateDecision::refused,
-                     work.name() + ": refusing " + work.item.target.text() + ": it is quarantined since " +
-                         quarantined->since + " (" + quarantined->reason +
-                         "); pass --allow-quarantined to install it again"};
+    work.gate =
+        Gate{GateDecision::refused, work.name() + ": refusing " + work.item.target.text() +
+                                        ": it is quarantined since " + quarantined->since + " (" + quarantined->reason +
+                                        "); pass --allow-quarantined to install it again"};
   }
 }
 
