@@ -376,4 +376,8 @@ std::string_view entry_symlink(archive_entry* entry) {
   return target != nullptr ? target : "";
 }
 
+unsigned entry_nlink(archive_entry* entry) {
+  return archive_entry_nlink(entry);
+}
+
 }  // namespace hoist

@@ -1,6 +1,5 @@
 #include "archive_stager.hpp"
 
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -207,7 +206,7 @@ class ArchiveStager {
     account_declared(meta.size);
     switch (meta.type()) {
       case S_IFDIR: make_directory(std::move(path), meta, entry_xattrs(entry), false); break;
-      case S_IFREG: stage_regular(std::move(path), meta, entry_xattrs(entry), archive_entry_nlink(entry)); break;
+      case S_IFREG: stage_regular(std::move(path), meta, entry_xattrs(entry), entry_nlink(entry)); break;
       case S_IFLNK:
       case S_IFCHR:
       case S_IFBLK:

@@ -103,5 +103,8 @@ std::string_view entry_path(archive_entry* entry);
 std::string_view entry_hardlink(archive_entry* entry);
 /// The symlink target.
 std::string_view entry_symlink(archive_entry* entry);
+/// How many names the entry's inode had where the archive was made, as the format
+/// recorded it: cpio records it, tar does not (0).
+unsigned entry_nlink(archive_entry* entry);
 
 }  // namespace hoist
