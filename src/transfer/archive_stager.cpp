@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,16 +10,17 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "archive_index.hpp"
+#include "compression_check.hpp"
 #include "hoist/sys/archive_reader.hpp"
 #include "hoist/sys/directory.hpp"
 #include "hoist/transfer/entry_name.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
 #include "node_copy.hpp"
+#include "staging_target.hpp"
 #include "transfer_counters.hpp"
 #include "transfer_support.hpp"
 #include "tree_order.hpp"
@@ -37,42 +37,6 @@ struct DirRecord {
   bool implicit = false;
 };
 
-/// ArchiveReader::check_compression() on a thread of its own, from construction until wait().
-class CompressionCheck {
- public:
-  explicit CompressionCheck(const ArchiveReader& reader)
-      : m_thread([this, &reader]() { m_verdict.emplace(reader.check_compression(&m_stop)); }) {}
-  CompressionCheck(const CompressionCheck&) = delete;
-  CompressionCheck& operator=(const CompressionCheck&) = delete;
-  ~CompressionCheck() {
-    m_stop.store(true, std::memory_order_relaxed);
-    if (m_thread.joinable()) {
-      m_thread.join();
-    }
-  }
-
-  /// Waits for the verdict: throws Error(verification) naming `archive` when it is damaged, Failure when it could
-  /// not be read.
-  void wait(const std::string& archive) {
-    if (m_thread.joinable()) {
-      m_thread.join();
-    }
-    if (!m_verdict) {
-      return;  // waited for already
-    }
-    Expected<std::optional<std::string>> verdict = std::move(*m_verdict);
-    m_verdict.reset();
-    if (const std::optional<std::string> problem = checked(std::move(verdict))) {
-      throw Error(ExitCode::verification, "refusing archive " + in_quotes(archive) + ": " + *problem);
-    }
-  }
-
- private:
-  std::atomic<bool> m_stop{false};
-  std::optional<Expected<std::optional<std::string>>> m_verdict;
-  std::thread m_thread;  ///< last: it starts once the others exist
-};
-
 class ArchiveStager {
  public:
   ArchiveStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
@@ -81,23 +45,15 @@ class ArchiveStager {
         m_index(m_archive),
         m_options(options),
         m_dry(options.dry_run == DryRun::yes),
-        m_staging_display(fd_display(staging_dir)),
-        m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()),
+        m_target(staging_dir, link_dest),
         m_counters(options),
-        m_staging(checked(reopen_directory(staging_dir, m_staging_display))),
-        m_compare(link_dest >= 0 ? checked(reopen_directory(link_dest, m_compare_display)) : Fd()),
-        m_targets(m_staging.get(), m_staging_display),
-        m_link_targets(m_staging.get(), m_staging_display),
-        m_compares(m_compare.get(), m_compare_display),
-        m_compare_targets(m_compare.get(), m_compare_display),
+        m_targets(m_target.staging(), m_target.staging_display()),
+        m_link_targets(m_target.staging(), m_target.staging_display()),
+        m_compares(m_target.compare(), m_target.compare_display()),
+        m_compare_targets(m_target.compare(), m_target.compare_display()),
         m_pool(transfer_threads(options.threads)),
-        m_write_behind(m_pool, m_counters, [this](std::string_view relpath) { return staging_display(relpath); }) {
-    struct stat st {};
-    if (::fstat(m_staging.get(), &st) != 0) {
-      throw Failure(system_message("stat " + in_quotes(m_staging_display), errno));
-    }
-    m_staging_dev = st.st_dev;
-  }
+        m_write_behind(m_pool, m_counters,
+                       [this](std::string_view relpath) { return m_target.staging_display(relpath); }) {}
 
   TransferStats run() {
     // The compression's own checks (with no SHA256SUMS they are the only integrity) run beside the staging, which
@@ -123,9 +79,8 @@ class ArchiveStager {
 
  private:
   TransferStats stage() {
-    if (!m_dry && ::fremovexattr(m_staging.get(), "system.posix_acl_default") != 0 && errno != ENODATA &&
-        errno != ENOTSUP) {
-      throw Failure(system_message("remove the default ACL of " + in_quotes(m_staging_display), errno));
+    if (!m_dry) {
+      m_target.remove_default_acl();
     }
     if (m_pool.threads() > 1 && !m_dry) {
       // Reading the archive stays on one thread (libarchive streams); the other
@@ -136,17 +91,10 @@ class ArchiveStager {
       read_entries();
     }
     finish_directories();
-    if (m_compare) {
-      count_removed(m_compare.get(), "", ArchiveIndex::k_root);
+    if (m_target.has_compare()) {
+      count_removed(m_target.compare(), "", ArchiveIndex::k_root);
     }
     return m_counters.snapshot();
-  }
-
-  [[nodiscard]] std::string staging_display(std::string_view relpath) const {
-    return relpath.empty() ? m_staging_display : m_staging_display + "/" + std::string(relpath);
-  }
-  [[nodiscard]] std::string compare_display(std::string_view relpath) const {
-    return relpath.empty() ? m_compare_display : m_compare_display + "/" + std::string(relpath);
   }
 
   void read_entries() {
@@ -222,8 +170,8 @@ class ArchiveStager {
     for (const std::string_view parent : missing) {
       NodeMeta meta;
       meta.mode = S_IFDIR | 0755;
-      meta.uid = ::geteuid();
-      meta.gid = ::getegid();
+      meta.uid = m_target.creator().uid;
+      meta.gid = m_target.creator().gid;
       ::clock_gettime(CLOCK_REALTIME, &meta.mtime);
       make_directory(std::string(parent), meta, {}, true);
     }
@@ -235,7 +183,7 @@ class ArchiveStager {
       const int dirfd = checked(m_targets.open(parent));
       // 0700 until the end: entries are made inside as root, and its own mode could forbid that to nobody else.
       if (::mkdirat(dirfd, std::string(name).c_str(), 0700) != 0) {
-        throw Failure(system_message("create directory " + in_quotes(staging_display(path)), errno));
+        throw Failure(system_message("create directory " + in_quotes(m_target.staging_display(path)), errno));
       }
     }
     EntryState state;
@@ -249,8 +197,8 @@ class ArchiveStager {
   void stage_regular(std::string path, const NodeMeta& meta, const Xattrs& xattrs, unsigned nlink) {
     const auto [parent, name_view] = split_parent(path);
     const std::string name(name_view);
-    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
-    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
+    const int compare_dir = m_target.has_compare() ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state;
     state.type = S_IFREG;
     Outcome outcome = existing.present ? Outcome::changed : Outcome::added;
@@ -268,11 +216,11 @@ class ArchiveStager {
       if (m_options.compare == Compare::checksum || !xattrs_readable_by_name()) {
         compare_fd.reset(::openat(compare_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
         if (!compare_fd) {
-          throw Failure(system_message("open " + in_quotes(compare_display(path)), errno));
+          throw Failure(system_message("open " + in_quotes(m_target.compare_display(path)), errno));
         }
       }
       if (same_xattrs(xattrs, checked(read_xattrs(NodeRef{compare_dir, name.c_str(), compare_fd.get()},
-                                                  compare_display(path)))) &&
+                                                  m_target.compare_display(path)))) &&
           (m_options.compare == Compare::quick || compare_stream(compare_fd.get(), meta.size, pending, equal_prefix))) {
         outcome = Outcome::unchanged;
       }
@@ -284,23 +232,11 @@ class ArchiveStager {
       return;
     }
     const int target_dir = checked(m_targets.open(parent));
-    if (outcome == Outcome::unchanged && m_link_works) {
-      // An inode another name of this archive took stays theirs: this name is copied (LinkDestClaims).
-      if (m_claims.claim(existing.st)) {
-        if (::linkat(compare_dir, name.c_str(), target_dir, name.c_str(), 0) == 0) {
-          m_index.add(path, state);
-          return;
-        }
-        if (errno != EXDEV && errno != EMLINK) {
-          throw Failure(system_message(
-              "link " + in_quotes(compare_display(path)) + " to " + in_quotes(staging_display(path)), errno));
-        }
-        m_link_works = errno != EXDEV;
-      }
-      // In checksum mode the data was read while comparing: link_dest has the same bytes.
-      if (m_options.compare == Compare::checksum) {
-        equal_prefix = meta.size;
-      }
+    // An unchanged file that cannot be linked is written: in checksum mode from link_dest's copy, as the
+    // comparison has read the entry's data (equal_prefix is then the whole file).
+    if (outcome == Outcome::unchanged && m_target.link_unchanged(compare_dir, target_dir, name, path, existing.st)) {
+      m_index.add(path, state);
+      return;
     }
     InitialMode initial;
     Fd fd = create_file(target_dir, name, meta, path, initial);
@@ -312,16 +248,16 @@ class ArchiveStager {
     if (equal_prefix > 0) {
       // What the comparison read matched link_dest: take it from there.
       if (::lseek(compare_fd.get(), 0, SEEK_SET) < 0) {
-        throw Failure(system_message("rewind " + in_quotes(compare_display(path)), errno));
+        throw Failure(system_message("rewind " + in_quotes(m_target.compare_display(path)), errno));
       }
       const uint64_t copied =
-          checked(m_copier.copy(compare_fd.get(), existing.st.st_dev, fd.get(), m_staging_dev, equal_prefix,
-                                compare_display(path), staging_display(path), {}, CopyExtent::part));
+          checked(m_copier.copy(compare_fd.get(), existing.st.st_dev, fd.get(), m_target.staging_dev(), equal_prefix,
+                                m_target.compare_display(path), m_target.staging_display(path), {}, CopyExtent::part));
       m_counters.count_written(copied);
     }
-    write_stream(fd.get(), meta.size, pending, staging_display(path));
+    write_stream(fd.get(), meta.size, pending, m_target.staging_display(path));
     checked(apply_metadata(NodeRef{target_dir, name.c_str(), fd.get()}, meta, xattrs, ExistingXattrs::none,
-                           staging_display(path), &initial));
+                           m_target.staging_display(path), &initial));
     m_index.add(path, state);
   }
 
@@ -354,11 +290,10 @@ class ArchiveStager {
   /// its final permission bits where the umask lets it; `initial` says what it got.
   Fd create_file(int dirfd, const std::string& name, const NodeMeta& meta, const std::string& path,
                  InitialMode& initial) const {
-    const mode_t perms = meta.mode & 0777;
-    initial = InitialMode{m_euid, m_egid, (perms & m_umask) == 0 ? perms : mode_t{0600}};
+    initial = m_target.new_file_mode(meta.mode);
     Fd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, initial.perms));
     if (!fd) {
-      throw Failure(system_message("create " + in_quotes(staging_display(path)), errno));
+      throw Failure(system_message("create " + in_quotes(m_target.staging_display(path)), errno));
     }
     return fd;
   }
@@ -431,8 +366,8 @@ class ArchiveStager {
                       const NodeMeta& meta) {
     const auto [parent, name_view] = split_parent(path);
     const std::string name(name_view);
-    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
-    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
+    const int compare_dir = m_target.has_compare() ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state = target_state;
     state.owned = false;
     Outcome outcome = Outcome::added;
@@ -460,24 +395,24 @@ class ArchiveStager {
         state.owned = true;
         InitialMode initial;
         Fd fd = create_file(dirfd, name, meta, path, initial);
-        write_stream(fd.get(), meta.size, {}, staging_display(path));
+        write_stream(fd.get(), meta.size, {}, m_target.staging_display(path));
         checked(apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry), ExistingXattrs::none,
-                               staging_display(path), &initial));
+                               m_target.staging_display(path), &initial));
       } else {
         if (::linkat(target_dir, std::string(target_name).c_str(), dirfd, name.c_str(), 0) != 0) {
           throw Failure(system_message(
-              "link " + in_quotes(staging_display(target)) + " to " + in_quotes(staging_display(path)), errno));
+              "link " + in_quotes(m_target.staging_display(target)) + " to " + in_quotes(m_target.staging_display(path)), errno));
         }
         if (with_data) {
           // The target's first data may still be on its way through another thread.
           m_write_behind.wait();
           Fd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));
           if (!fd) {
-            throw Failure(system_message("open " + in_quotes(staging_display(path)), errno));
+            throw Failure(system_message("open " + in_quotes(m_target.staging_display(path)), errno));
           }
-          write_stream(fd.get(), meta.size, {}, staging_display(path));
+          write_stream(fd.get(), meta.size, {}, m_target.staging_display(path));
           checked(apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry),
-                                 ExistingXattrs::none, staging_display(path)));
+                                 ExistingXattrs::none, m_target.staging_display(path)));
         }
       }
     }
@@ -493,22 +428,20 @@ class ArchiveStager {
     source.meta = meta;
     source.xattrs = std::move(xattrs);
     source.symlink = symlink;
-    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
-    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(path));
+    const int compare_dir = m_target.has_compare() ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state;
     state.type = meta.type();
     state.outcome =
-        compare_node(source, existing, compare_dir, name.c_str(), m_options.compare, m_archive, compare_display(path));
+        compare_node(source, existing, compare_dir, name.c_str(), m_options.compare, m_archive, m_target.compare_display(path));
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(compare_dir, name, path);
     }
     m_counters.count(state.outcome, 0);
     if (!m_dry) {
       const int dirfd = checked(m_targets.open(parent));
-      write_node(source,
-                 WriteTarget{dirfd, name.c_str(), m_staging_dev, ExistingXattrs::none, NewOwner::creator, m_umask,
-                             m_euid, m_egid},
-                 m_copier, m_archive, staging_display(path));
+      write_node(source, m_target.write_target(dirfd, name.c_str()), m_copier, m_archive,
+                 m_target.staging_display(path));
     }
     m_index.add(path, state);
   }
@@ -517,13 +450,13 @@ class ArchiveStager {
   bool same_compare_inode(const std::string& target, const struct stat& st) {
     const auto [parent, name] = split_parent(target);
     const int compare_dir = checked(m_compare_targets.open_if_present(parent));
-    const ExistingNode existing = stat_existing(compare_dir, std::string(name).c_str(), compare_display(target));
+    const ExistingNode existing = stat_existing(compare_dir, std::string(name).c_str(), m_target.compare_display(target));
     return existing.present && existing.st.st_dev == st.st_dev && existing.st.st_ino == st.st_ino;
   }
 
   /// link_dest's directory `name` that an entry of another type replaces: everything under it is removed.
   void count_replaced(int compare_dir, const std::string& name, const std::string& relpath) {
-    transfer::count_replaced(m_counters, compare_dir, name, compare_display(relpath));
+    transfer::count_replaced(m_counters, compare_dir, name, m_target.compare_display(relpath));
   }
 
   /// Directories are counted, and get their modes and times, once everything
@@ -538,7 +471,7 @@ class ArchiveStager {
         const int fd = checked(m_targets.open(record.relpath));
         const ExistingXattrs existing = record.relpath.empty() ? ExistingXattrs::reconcile : ExistingXattrs::none;
         checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.meta, record.xattrs, existing,
-                               staging_display(record.relpath)));
+                               m_target.staging_display(record.relpath)));
       }
       m_counters.poll();
     }
@@ -547,8 +480,8 @@ class ArchiveStager {
   void count_directory(const DirRecord& record) {
     const auto [parent, name_view] = split_parent(record.relpath);
     const std::string name(name_view);
-    const int compare_dir = m_compare ? checked(m_compares.open_if_present(parent)) : -1;
-    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), compare_display(record.relpath));
+    const int compare_dir = m_target.has_compare() ? checked(m_compares.open_if_present(parent)) : -1;
+    const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(record.relpath));
     Outcome outcome = Outcome::added;
     if (existing.present && !S_ISDIR(existing.st.st_mode)) {
       outcome = Outcome::changed;
@@ -560,20 +493,20 @@ class ArchiveStager {
       source.meta = record.meta;
       source.xattrs = record.xattrs;
       outcome = compare_node(source, existing, compare_dir, name.c_str(), Compare::quick, m_archive,
-                             compare_display(record.relpath));
+                             m_target.compare_display(record.relpath));
     }
     m_counters.count(outcome, 0);
   }
 
   /// Counts what link_dest has and the archive does not.
   void count_removed(int compare_dir, const std::string& relpath, ArchiveIndex::Id dir_id) {
-    for (const DirEntry& entry : checked(read_directory(compare_dir, compare_display(relpath)))) {
+    for (const DirEntry& entry : checked(read_directory(compare_dir, m_target.compare_display(relpath)))) {
       const std::string path = join_path(relpath, entry.name);
       const std::optional<ArchiveIndex::Id> id = m_index.find_child(dir_id, entry.name);
       if (!id) {
         uint64_t files = 0;
         uint64_t bytes = 0;
-        count_tree(compare_dir, entry.name.c_str(), files, bytes, compare_display(path));
+        count_tree(compare_dir, entry.name.c_str(), files, bytes, m_target.compare_display(path));
         m_counters.count_removed(files, bytes);
       } else if (m_index.state(*id).type == S_IFDIR) {
         Fd dir(::openat(compare_dir, entry.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -628,24 +561,15 @@ class ArchiveStager {
   ArchiveIndex m_index;
   const TransferOptions& m_options;
   const bool m_dry;
-  std::string m_staging_display;
-  std::string m_compare_display;
+  StagingTarget m_target;
   Counters m_counters;
   FileCopier m_copier;
-  Fd m_staging;
-  Fd m_compare;
-  dev_t m_staging_dev = 0;
-  mode_t m_umask = current_umask();
-  uid_t m_euid = ::geteuid();
-  gid_t m_egid = ::getegid();
   DirCursor m_targets;
   DirCursor m_link_targets;
   DirCursor m_compares;
   DirCursor m_compare_targets;  ///< link_dest's directories of hard links' targets
   WorkPool m_pool;
   WriteBehind m_write_behind;
-  bool m_link_works = true;
-  LinkDestClaims m_claims;
   bool m_root_seen = false;
   std::vector<DirRecord> m_dirs;
   uint64_t m_unpacked_done = 0;

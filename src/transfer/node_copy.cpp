@@ -71,14 +71,6 @@ int open_source(SourceNode& node, std::string_view display) {
   return node.fd.get();
 }
 
-bool LinkDestClaims::claim(const struct stat& st) {
-  if (st.st_nlink <= 1) {
-    return true;
-  }
-  const std::lock_guard lock(m_mutex);
-  return m_taken.insert(st.st_ino).second;
-}
-
 ExistingNode stat_existing(int dirfd, const char* name, std::string_view display) {
   ExistingNode existing;
   if (dirfd < 0) {
@@ -129,13 +121,22 @@ Outcome compare_node(SourceNode& source, const ExistingNode& existing, int dirfd
   return Outcome::unchanged;
 }
 
-uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& copier, std::string_view source_display,
-                    std::string_view target_display, const CopyProgress& progress) {
+Creator Creator::of_process() {
+  return Creator{current_umask(), ::geteuid(), ::getegid()};
+}
+
+InitialMode initial_mode(const WriteTarget& target, mode_t mode) {
   // The inode is made with its final permission bits where the umask lets it,
   // and owned by us: then apply_metadata() has no chmod or chown left to do.
-  const mode_t perms = source.meta.mode & 0777;
-  const mode_t create_perms = (perms & target.umask) == 0 ? perms : 0600;
-  const InitialMode initial{target.creator_uid, target.creator_gid, create_perms};
+  const mode_t perms = mode & 0777;
+  const Creator& creator = target.creator;
+  return InitialMode{creator.uid, creator.gid, (perms & creator.umask) == 0 ? perms : mode_t{0600}};
+}
+
+uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& copier, std::string_view source_display,
+                    std::string_view target_display, const CopyProgress& progress) {
+  const InitialMode initial = initial_mode(target, source.meta.mode);
+  const mode_t create_perms = initial.perms;
   uint64_t written = 0;
   Fd fd;
   switch (source.meta.type()) {

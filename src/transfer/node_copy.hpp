@@ -6,11 +6,9 @@
 #include <sys/stat.h>
 
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "hoist/sys/file_copy.hpp"
@@ -50,22 +48,6 @@ struct ExistingNode {
   struct stat st {};
 };
 
-/// The inodes of link_dest that a staged version took over (by a hard link) for
-/// an unchanged file. Each is taken once: two names of the payload that are two
-/// files must stay two inodes, even when they were one hard-link group in the old
-/// version (rsync --link-dest joins them). Thread-safe.
-class LinkDestClaims {
- public:
-  /// Whether the staging may hard-link the link_dest file `st` (its lstat, taken
-  /// before any link of this run): true the first time for an inode, and always
-  /// for an inode that had one name then (no other name can lead to it).
-  bool claim(const struct stat& st);
-
- private:
-  std::mutex m_mutex;
-  std::unordered_set<ino_t> m_taken;  ///< link_dest is one filesystem
-};
-
 /// lstat of `name` in `dirfd`; absent when `dirfd` is -1 or the name does not exist.
 ExistingNode stat_existing(int dirfd, const char* name, std::string_view display);
 
@@ -84,6 +66,17 @@ enum class NewOwner {
   unknown,  ///< maybe a setgid directory's group: always chown
 };
 
+/// The process's umask (which narrows the modes given to open) and effective
+/// ids: what the inodes it creates get. Read once, not per file.
+struct Creator {
+  mode_t umask = 077;
+  uid_t uid = 0;
+  gid_t gid = 0;
+
+  /// This process's, read with current_umask(): call while single-threaded.
+  static Creator of_process();
+};
+
 /// Where write_node() writes.
 struct WriteTarget {
   int dirfd = -1;
@@ -91,10 +84,13 @@ struct WriteTarget {
   dev_t dev = 0;  ///< st_dev of the target filesystem
   ExistingXattrs inherited = ExistingXattrs::none;
   NewOwner owner = NewOwner::unknown;
-  mode_t umask = 077;     ///< the process's umask (current_umask()), which narrows the modes given to open
-  uid_t creator_uid = 0;  ///< the process's euid and egid, read once (not per file)
-  gid_t creator_gid = 0;
+  Creator creator;
 };
+
+/// What write_node() makes a new inode of mode `mode` with in `target`: the
+/// creator's ids, and the final permission bits where the umask lets them
+/// through (else 0600, until apply_metadata() sets them).
+InitialMode initial_mode(const WriteTarget& target, mode_t mode);
 
 /// Creates `source` (not a directory) as `target`, which must not exist: data,
 /// then metadata (apply_metadata's order). Returns the data bytes written (0 when

@@ -89,9 +89,6 @@ class PayloadWalk {
   const TransferOptions& m_options;
   const bool m_dry;
   dev_t m_source_dev = 0;
-  mode_t m_umask = current_umask();
-  uid_t m_euid = ::geteuid();
-  gid_t m_egid = ::getegid();
   Counters m_counters;
   FileCopier m_copier;
   WorkPool m_pool;

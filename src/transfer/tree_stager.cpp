@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +21,7 @@
 #include "node_copy.hpp"
 #include "payload_walk.hpp"
 #include "read_ahead.hpp"
+#include "staging_target.hpp"
 #include "transfer_counters.hpp"
 #include "transfer_support.hpp"
 #include "tree_order.hpp"
@@ -52,33 +52,17 @@ struct DirNode {
 class DirectoryStager : PayloadWalk {
  public:
   DirectoryStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
-      : PayloadWalk(payload, options),
-        m_staging_display(fd_display(staging_dir)),
-        m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()) {
-    m_staging = checked(reopen_directory(staging_dir, m_staging_display));
-    if (link_dest >= 0) {
-      m_compare = checked(reopen_directory(link_dest, m_compare_display));
-    }
-    struct stat st {};
-    if (::fstat(m_staging.get(), &st) != 0) {
-      throw Failure(system_message("stat " + in_quotes(m_staging_display), errno));
-    }
-    m_staging_dev = st.st_dev;
-  }
+      : PayloadWalk(payload, options), m_target(staging_dir, link_dest) {}
 
   TransferStats run() {
     auto root = std::make_shared<DirNode>();
     root->source = open_payload_root(m_payload);
     if (!m_dry) {
-      root->target = checked(reopen_directory(m_staging.get(), m_staging_display));
-      // A default ACL on the staging directory would be inherited by every new
-      // entry; the payload root's own ACLs are set at the end.
-      if (::fremovexattr(m_staging.get(), "system.posix_acl_default") != 0 && errno != ENODATA && errno != ENOTSUP) {
-        throw Failure(system_message("remove the default ACL of " + in_quotes(m_staging_display), errno));
-      }
+      root->target = checked(reopen_directory(m_target.staging(), m_target.staging_display()));
+      m_target.remove_default_acl();
     }
-    if (m_compare) {
-      root->compare = checked(reopen_directory(m_compare.get(), m_compare_display));
+    if (m_target.has_compare()) {
+      root->compare = checked(reopen_directory(m_target.compare(), m_target.compare_display()));
     }
     m_dirs.push_back(DirRecord{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev)});
     walk(root->source.get(), [this, root]() mutable { stage_entries(std::move(root)); });
@@ -95,13 +79,6 @@ class DirectoryStager : PayloadWalk {
     DirMeta dir;
   };
 
-  [[nodiscard]] std::string staging_display(std::string_view relpath) const {
-    return relpath.empty() ? m_staging_display : m_staging_display + "/" + std::string(relpath);
-  }
-  [[nodiscard]] std::string compare_display(std::string_view relpath) const {
-    return relpath.empty() ? m_compare_display : m_compare_display + "/" + std::string(relpath);
-  }
-
   /// Opens directory `name` under `parent` on the three sides, classifies it
   /// against link_dest, and stages what is in it.
   void stage_directory(std::shared_ptr<DirNode> parent, const std::string& name) {
@@ -109,7 +86,7 @@ class DirectoryStager : PayloadWalk {
     node->relpath = join_path(parent->relpath, name);
     node->source = checked(open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)));
     if (!m_dry) {
-      node->target = checked(open_directory(parent->target.get(), name.c_str(), staging_display(node->relpath)));
+      node->target = checked(open_directory(parent->target.get(), name.c_str(), m_target.staging_display(node->relpath)));
     }
     Outcome outcome = Outcome::added;
     if (parent->compare) {
@@ -117,7 +94,7 @@ class DirectoryStager : PayloadWalk {
           ::openat(parent->compare.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!node->compare) {
         if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) {
-          throw Failure(system_message("open directory " + in_quotes(compare_display(node->relpath)), errno));
+          throw Failure(system_message("open directory " + in_quotes(m_target.compare_display(node->relpath)), errno));
         }
         if (errno != ENOENT) {
           outcome = Outcome::changed;
@@ -131,12 +108,12 @@ class DirectoryStager : PayloadWalk {
     if (node->compare) {
       struct stat existing {};
       if (::fstat(node->compare.get(), &existing) != 0) {
-        throw Failure(system_message("stat " + in_quotes(compare_display(node->relpath)), errno));
+        throw Failure(system_message("stat " + in_quotes(m_target.compare_display(node->relpath)), errno));
       }
       const bool same =
           same_attributes(record.dir.meta, NodeMeta::from_stat(existing)) &&
           same_xattrs(record.dir.xattrs,
-                      checked(read_xattrs(NodeRef{-1, nullptr, node->compare.get()}, compare_display(node->relpath))));
+                      checked(read_xattrs(NodeRef{-1, nullptr, node->compare.get()}, m_target.compare_display(node->relpath))));
       outcome = same ? Outcome::unchanged : Outcome::changed;
     }
     m_counters.count(outcome, 0);
@@ -152,7 +129,7 @@ class DirectoryStager : PayloadWalk {
     const std::string display = payload_display(fds.relpath);
     auto entries = checked(read_directory(fds.source, display));
     sort_by_inode(entries);
-    const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_staging_dev);
+    const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_target.staging_dev());
     const bool walked = walk_entries(fds.source, fds.compare, entries, display, reads_data, m_pool,
                                      [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
                                        stage_walked(node, name, st, seen);
@@ -170,7 +147,7 @@ class DirectoryStager : PayloadWalk {
     if (S_ISDIR(st.st_mode)) {
       if (!m_dry && ::mkdirat(fds.target, name.c_str(), 0700) != 0) {
         throw Failure(
-            system_message("create directory " + in_quotes(staging_display(join_path(fds.relpath, name))), errno));
+            system_message("create directory " + in_quotes(m_target.staging_display(join_path(fds.relpath, name))), errno));
       }
       m_pool.submit([this, node, name]() mutable { stage_directory(std::move(node), name); });
     } else if (st.st_nlink > 1) {
@@ -192,9 +169,9 @@ class DirectoryStager : PayloadWalk {
     const std::string relpath = join_path(fds.relpath, name);
     const std::string source_display = payload_display(relpath);
     SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
-    const ExistingNode existing = seen ? *seen : stat_existing(fds.compare, name.c_str(), compare_display(relpath));
+    const ExistingNode existing = seen ? *seen : stat_existing(fds.compare, name.c_str(), m_target.compare_display(relpath));
     const Outcome outcome = compare_node(source, existing, fds.compare, name.c_str(), m_options.compare, source_display,
-                                         compare_display(relpath));
+                                         m_target.compare_display(relpath));
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(fds.compare, name, relpath);
     }
@@ -203,7 +180,7 @@ class DirectoryStager : PayloadWalk {
       m_counters.count(outcome, bytes);
       return outcome;
     }
-    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) && link_from_compare(fds, name, relpath, existing.st)) {
+    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) && m_target.link_unchanged(fds.compare, fds.target, name, relpath, existing.st)) {
       m_counters.count(outcome, bytes);
       return outcome;
     }
@@ -214,38 +191,15 @@ class DirectoryStager : PayloadWalk {
       m_counters.poll();
     };
     const uint64_t written = write_node(source,
-                                        WriteTarget{fds.target, name.c_str(), m_staging_dev, ExistingXattrs::none,
-                                                    NewOwner::creator, m_umask, m_euid, m_egid},
-                                        m_copier, source_display, staging_display(relpath), progress);
+                                        m_target.write_target(fds.target, name.c_str()), m_copier, source_display,
+                                        m_target.staging_display(relpath), progress);
     m_counters.count_written(written);
     m_counters.count(outcome, bytes, reported);
     return outcome;
   }
 
-  /// Hard-links an unchanged file from link_dest (`existing` is its lstat); false when it has to be copied
-  /// instead: across filesystems, at the link limit, or when another name of this payload took that inode.
-  bool link_from_compare(const DirFds& fds, const std::string& name, const std::string& relpath,
-                         const struct stat& existing) {
-    if (!m_link_works.load(std::memory_order_relaxed) || !m_claims.claim(existing)) {
-      return false;
-    }
-    if (::linkat(fds.compare, name.c_str(), fds.target, name.c_str(), 0) == 0) {
-      return true;
-    }
-    // EXDEV: link_dest is elsewhere; EMLINK: that inode has all the links it can have.
-    if (errno == EXDEV) {
-      m_link_works.store(false, std::memory_order_relaxed);
-      return false;
-    }
-    if (errno == EMLINK) {
-      return false;
-    }
-    throw Failure(system_message(
-        "link " + in_quotes(compare_display(relpath)) + " to " + in_quotes(staging_display(relpath)), errno));
-  }
-
   void count_replaced(int compare_dir, const std::string& name, const std::string& relpath) {
-    transfer::count_replaced(m_counters, compare_dir, name, compare_display(relpath));
+    transfer::count_replaced(m_counters, compare_dir, name, m_target.compare_display(relpath));
   }
 
   void count_removed(const DirFds& fds, const std::vector<DirEntry>& entries) {
@@ -254,11 +208,11 @@ class DirectoryStager : PayloadWalk {
     for (const DirEntry& entry : entries) {
       names.insert(entry.name);
     }
-    for (const DirEntry& entry : checked(read_directory(fds.compare, compare_display(fds.relpath)))) {
+    for (const DirEntry& entry : checked(read_directory(fds.compare, m_target.compare_display(fds.relpath)))) {
       if (names.count(entry.name) == 0) {
         uint64_t files = 0;
         uint64_t bytes = 0;
-        count_tree(fds.compare, entry.name.c_str(), files, bytes, compare_display(join_path(fds.relpath, entry.name)));
+        count_tree(fds.compare, entry.name.c_str(), files, bytes, m_target.compare_display(join_path(fds.relpath, entry.name)));
         m_counters.count_removed(files, bytes);
       }
     }
@@ -269,8 +223,8 @@ class DirectoryStager : PayloadWalk {
   void stage_hard_links() {
     const Fd payload_root = open_payload_root(m_payload);
     DirCursor sources(payload_root.get(), m_payload.path().string());
-    DirCursor targets(m_staging.get(), m_staging_display);
-    DirCursor compares(m_compare.get(), m_compare_display);
+    DirCursor targets(m_target.staging(), m_target.staging_display());
+    DirCursor compares(m_target.compare(), m_target.compare_display());
     for_each_link_group(m_links,
                         [&](size_t first, size_t end) { stage_link_group(first, end, sources, targets, compares); });
   }
@@ -278,20 +232,20 @@ class DirectoryStager : PayloadWalk {
   void stage_link_group(size_t first, size_t end, DirCursor& sources, DirCursor& targets, DirCursor& compares) {
     const LinkMember& lead = m_links[first];
     DirFds fds{checked(sources.open(lead.parent)), m_dry ? -1 : checked(targets.open(lead.parent)),
-               m_compare ? checked(compares.open_if_present(lead.parent)) : -1, lead.parent};
+               m_target.has_compare() ? checked(compares.open_if_present(lead.parent)) : -1, lead.parent};
     const Outcome lead_outcome = stage_entry(fds, lead.name, lead.st);
     const std::string lead_path = join_path(lead.parent, lead.name);
     // The lead's inode in link_dest, which the other names share there when they are unchanged.
-    const ExistingNode lead_existing = stat_existing(fds.compare, lead.name.c_str(), compare_display(lead_path));
+    const ExistingNode lead_existing = stat_existing(fds.compare, lead.name.c_str(), m_target.compare_display(lead_path));
     Fd lead_dir;
     if (!m_dry) {
-      lead_dir = checked(reopen_directory(fds.target, staging_display(lead.parent)));
+      lead_dir = checked(reopen_directory(fds.target, m_target.staging_display(lead.parent)));
     }
     for (size_t i = first + 1; i < end; ++i) {
       const LinkMember& member = m_links[i];
       const std::string relpath = join_path(member.parent, member.name);
-      const int compare_dir = m_compare ? checked(compares.open_if_present(member.parent)) : -1;
-      const ExistingNode existing = stat_existing(compare_dir, member.name.c_str(), compare_display(relpath));
+      const int compare_dir = m_target.has_compare() ? checked(compares.open_if_present(member.parent)) : -1;
+      const ExistingNode existing = stat_existing(compare_dir, member.name.c_str(), m_target.compare_display(relpath));
       Outcome outcome = Outcome::added;
       if (existing.present) {
         const bool same_inode = lead_existing.present && existing.st.st_dev == lead_existing.st.st_dev &&
@@ -309,7 +263,7 @@ class DirectoryStager : PayloadWalk {
       const int target_dir = checked(targets.open(member.parent));
       if (::linkat(lead_dir.get(), lead.name.c_str(), target_dir, member.name.c_str(), 0) != 0) {
         throw Failure(system_message(
-            "link " + in_quotes(staging_display(lead_path)) + " to " + in_quotes(staging_display(relpath)), errno));
+            "link " + in_quotes(m_target.staging_display(lead_path)) + " to " + in_quotes(m_target.staging_display(relpath)), errno));
       }
       m_counters.poll();
     }
@@ -318,24 +272,18 @@ class DirectoryStager : PayloadWalk {
   /// Directory modes and times go last: every entry made inside a directory changes its mtime.
   void apply_directory_metadata() {
     sort_deepest_first(m_dirs, [](const DirRecord& record) -> std::string_view { return record.relpath; });
-    DirCursor targets(m_staging.get(), m_staging_display);
+    DirCursor targets(m_target.staging(), m_target.staging_display());
     for (const DirRecord& record : m_dirs) {
       const int fd = checked(targets.open(record.relpath));
       // The staging root may carry xattrs of its own; the directories made here carry none.
       const ExistingXattrs existing = record.relpath.empty() ? ExistingXattrs::reconcile : ExistingXattrs::none;
       checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, existing,
-                             staging_display(record.relpath)));
+                             m_target.staging_display(record.relpath)));
       m_counters.poll();
     }
   }
 
-  Fd m_staging;
-  Fd m_compare;
-  dev_t m_staging_dev = 0;
-  std::string m_staging_display;
-  std::string m_compare_display;
-  std::atomic<bool> m_link_works{true};
-  LinkDestClaims m_claims;
+  StagingTarget m_target;
   std::vector<DirRecord> m_dirs;  ///< guarded by m_mutex during the walk
 };
 

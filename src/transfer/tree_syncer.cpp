@@ -279,7 +279,7 @@ class TreeSyncer : PayloadWalk {
     // A new file in a directory with a default ACL (or under an LSM) gets xattrs of its own: reconcile.
     const uint64_t written = write_node(source,
                                         WriteTarget{fds.dest, temp.c_str(), m_dest_dev, ExistingXattrs::reconcile,
-                                                    NewOwner::unknown, m_umask, m_euid, m_egid},
+                                                    NewOwner::unknown, m_creator},
                                         m_copier, source_display, dest_display(relpath), progress);
     m_counters.count_written(written);
     install(fds, name, temp, existing, relpath);
@@ -415,6 +415,7 @@ class TreeSyncer : PayloadWalk {
   std::string m_dest_display;
   Fd m_dest;
   dev_t m_dest_dev = 0;
+  Creator m_creator = Creator::of_process();
   std::optional<SyncJournal> m_journal;
   std::vector<DirRecord> m_dirs;      ///< guarded by m_mutex during the walk
   std::vector<Deletion> m_deletions;  ///< guarded by m_mutex during the walk
