@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include "hoist/sys/base64.hpp"
 #include "hoist/sys/openssl_ptr.hpp"
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
@@ -176,54 +177,16 @@ PublicKey load_public_key(const std::filesystem::path& path) {
                    k_supported);
 }
 
-bool is_base64_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-}
-
-/// The decoded bytes when `text` is nothing but base64 (whitespace and line breaks
-/// allowed, '=' padding only at the end), else nothing. A raw 64-byte Ed25519 or
-/// ~71-byte DER signature is all base64 characters with negligible probability, so
-/// the guess cannot hide a real raw signature.
-std::optional<std::string> decode_base64_text(std::string_view text) {
-  std::string compact;
-  for (const char c : text) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      continue;
-    }
-    if (!is_base64_char(c) && c != '=') {
-      return std::nullopt;
-    }
-    compact += c;
-  }
-  if (compact.empty() || compact.size() % 4 != 0) {
-    return std::nullopt;
-  }
-  const std::size_t first_pad = compact.find('=');
-  std::size_t padding = 0;
-  if (first_pad != std::string::npos) {
-    padding = compact.size() - first_pad;
-    if (padding > 2 || compact.find_first_not_of('=', first_pad) != std::string::npos) {
-      return std::nullopt;
-    }
-  }
-  std::string decoded(compact.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(decoded.data()), bytes(compact),
-                                static_cast<int>(compact.size()));
-  if (n < 0) {
-    ERR_clear_error();
-    return std::nullopt;
-  }
-  // EVP_DecodeBlock counts the zero bytes that padding stands for; drop them.
-  decoded.resize(static_cast<std::size_t>(n) - padding);
-  return decoded;
-}
-
 void verify_signature_of(std::string_view data, const std::string& sums_name, const std::filesystem::path& signature,
                          const std::filesystem::path& public_key) {
   // The key first: an unusable key is a configuration error that a signature cannot fix.
   const PublicKey key = load_public_key(public_key);
   const std::string raw = read_input_file(signature, k_max_signature_size);
-  const std::string sig = decode_base64_text(raw).value_or(raw);
+  // The file is read as base64 when it is nothing but base64 text (and not blank). A raw 64-byte
+  // Ed25519 or ~71-byte DER signature is all base64 characters with negligible probability, so the
+  // guess cannot hide a real raw signature.
+  Expected<std::string> decoded = base64_decode(raw, in_quotes(signature.string()));
+  const std::string sig = decoded && !decoded->empty() ? std::move(*decoded) : raw;
 
   MdCtxPtr ctx(EVP_MD_CTX_new());
   if (!ctx) {
