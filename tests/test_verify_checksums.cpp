@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "hoist/util/error.hpp"
+#include "hoist/verify/sums_signature.hpp"
 #include "scoped_temp_dir.hpp"
 
 namespace {

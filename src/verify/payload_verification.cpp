@@ -10,6 +10,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/fd.hpp"
 #include "hoist/verify/checksums.hpp"
+#include "hoist/verify/sums_signature.hpp"
 #include "hoist/util/text.hpp"
 
 namespace hoist {

@@ -84,25 +84,4 @@ class Sha256Verifier {
   std::set<std::string, std::less<>> m_seen;
 };
 
-/// Verifies the detached signature `signature` over the bytes of the file `sums`.
-///
-/// `public_key` is a PEM SubjectPublicKeyInfo (what `openssl pkey -pubout` writes) of:
-///  - Ed25519 (pure, one-shot), as `openssl pkeyutl -sign -rawin -inkey ed.pem -in SHA256SUMS -out SHA256SUMS.sig`
-///    writes it;
-///  - ECDSA P-256 over SHA-256, DER-encoded, as
-///    `openssl dgst -sha256 -sign ec.pem -out SHA256SUMS.sig SHA256SUMS` writes it.
-/// The signature file holds the raw signature or its base64 (line-wrapped or not): it is
-/// read as base64 only when it is nothing but base64 text.
-///
-/// Throws UsageError for an unreadable file, a file that is not a PEM public key, or a
-/// key of another type (RSA, another curve); Error(ExitCode::verification) with
-/// `signature of '<sums>' does not verify with public key '<key>'` when it does not verify.
-void verify_signature(const std::filesystem::path& sums, const std::filesystem::path& signature,
-                      const std::filesystem::path& public_key);
-
-/// verify_signature() and Sha256Sums::load() over one read of `sums`, so that the bytes
-/// parsed are exactly the bytes verified, even if the file changes in between.
-Sha256Sums load_verified(const std::filesystem::path& sums, const std::filesystem::path& signature,
-                         const std::filesystem::path& public_key);
-
 }  // namespace hoist
