@@ -118,3 +118,21 @@ def test_a_server_path_that_is_not_plain_segments_is_refused(tmp_path, pki, path
     code, prepare = run(kubeconfig=config)
     assert code == 2
     assert "must be plain segments, as /k8s/clusters/<id>" in prepare.stderr
+
+
+@pytest.mark.parametrize("data", ["aA==aA==", "a==="])
+def test_certificate_authority_data_that_is_not_strict_base64_is_refused_naming_the_field(tmp_path, data):
+    """'=' anywhere but at the end once decoded to other bytes, which only the TLS setup refused, after prepare had
+    said it was waiting."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n"
+        f"    certificate-authority-data: \"{data}\"\n"
+        "users:\n- name: u\n  user:\n    token: t\n"
+        "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n")
+    code, prepare = run(kubeconfig=config)
+    assert code == 1
+    assert (f"failed to decode kubeconfig '{config}' certificate-authority-data: not valid base64"
+            in prepare.stderr), prepare.stderr
+    assert "waiting for plan" not in prepare.stderr
