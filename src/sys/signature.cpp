@@ -66,8 +66,8 @@ Expected<SignatureKey> SignatureKey::from_pem(std::string_view pem, std::string_
   std::unique_ptr<evp_pkey_st, Free> key(PEM_read_bio_PUBKEY(bio.get(), nullptr, no_passphrase, nullptr));
   if (!key) {
     // OpenSSL's decoders say little ("unsupported"), so lead with what was expected.
-    return SysError{"failed to read public key " + in_quotes(name) + ": not a valid PEM public key (OpenSSL: " +
-                        openssl_error_text() + ")",
+    return SysError{"failed to read public key " + in_quotes(name) +
+                        ": not a valid PEM public key (OpenSSL: " + openssl_error_text() + ")",
                     EINVAL};
   }
 
@@ -105,9 +105,9 @@ Expected<bool> SignatureKey::verifies(std::string_view data, std::string_view si
   // Ed25519 signs the message itself (no pre-hash), which OpenSSL spells as a NULL digest.
   const EVP_MD* md = m_kind == Kind::ed25519 ? nullptr : EVP_sha256();
   if (EVP_DigestVerifyInit(ctx.get(), nullptr, md, nullptr, m_key.get()) != 1) {
-    return SysError{"failed to set up signature verification with public key " + in_quotes(m_display) + ": " +
-                        openssl_error_text(),
-                    EINVAL};
+    return SysError{
+        "failed to set up signature verification with public key " + in_quotes(m_display) + ": " + openssl_error_text(),
+        EINVAL};
   }
   const int result = EVP_DigestVerify(ctx.get(), bytes(signature), signature.size(), bytes(data), data.size());
   // A bad signature leaves OpenSSL's reasons (often just "bad signature") in the queue;

@@ -400,8 +400,9 @@ class ArchiveStager {
                                m_target.staging_display(path), &initial));
       } else {
         if (::linkat(target_dir, std::string(target_name).c_str(), dirfd, name.c_str(), 0) != 0) {
-          throw Failure(system_message(
-              "link " + in_quotes(m_target.staging_display(target)) + " to " + in_quotes(m_target.staging_display(path)), errno));
+          throw Failure(system_message("link " + in_quotes(m_target.staging_display(target)) + " to " +
+                                           in_quotes(m_target.staging_display(path)),
+                                       errno));
         }
         if (with_data) {
           // The target's first data may still be on its way through another thread.
@@ -432,8 +433,8 @@ class ArchiveStager {
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state;
     state.type = meta.type();
-    state.outcome =
-        compare_node(source, existing, compare_dir, name.c_str(), m_options.compare, m_archive, m_target.compare_display(path));
+    state.outcome = compare_node(source, existing, compare_dir, name.c_str(), m_options.compare, m_archive,
+                                 m_target.compare_display(path));
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(compare_dir, name, path);
     }
@@ -450,7 +451,8 @@ class ArchiveStager {
   bool same_compare_inode(const std::string& target, const struct stat& st) {
     const auto [parent, name] = split_parent(target);
     const int compare_dir = checked(m_compare_targets.open_if_present(parent));
-    const ExistingNode existing = stat_existing(compare_dir, std::string(name).c_str(), m_target.compare_display(target));
+    const ExistingNode existing =
+        stat_existing(compare_dir, std::string(name).c_str(), m_target.compare_display(target));
     return existing.present && existing.st.st_dev == st.st_dev && existing.st.st_ino == st.st_ino;
   }
 

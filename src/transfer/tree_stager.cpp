@@ -86,7 +86,8 @@ class DirectoryStager : PayloadWalk {
     node->relpath = join_path(parent->relpath, name);
     node->source = checked(open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)));
     if (!m_dry) {
-      node->target = checked(open_directory(parent->target.get(), name.c_str(), m_target.staging_display(node->relpath)));
+      node->target =
+          checked(open_directory(parent->target.get(), name.c_str(), m_target.staging_display(node->relpath)));
     }
     Outcome outcome = Outcome::added;
     if (parent->compare) {
@@ -110,10 +111,9 @@ class DirectoryStager : PayloadWalk {
       if (::fstat(node->compare.get(), &existing) != 0) {
         throw Failure(system_message("stat " + in_quotes(m_target.compare_display(node->relpath)), errno));
       }
-      const bool same =
-          same_attributes(record.dir.meta, NodeMeta::from_stat(existing)) &&
-          same_xattrs(record.dir.xattrs,
-                      checked(read_xattrs(NodeRef{-1, nullptr, node->compare.get()}, m_target.compare_display(node->relpath))));
+      const bool same = same_attributes(record.dir.meta, NodeMeta::from_stat(existing)) &&
+                        same_xattrs(record.dir.xattrs, checked(read_xattrs(NodeRef{-1, nullptr, node->compare.get()},
+                                                                           m_target.compare_display(node->relpath))));
       outcome = same ? Outcome::unchanged : Outcome::changed;
     }
     m_counters.count(outcome, 0);
@@ -146,8 +146,8 @@ class DirectoryStager : PayloadWalk {
     const DirFds fds = node->fds();
     if (S_ISDIR(st.st_mode)) {
       if (!m_dry && ::mkdirat(fds.target, name.c_str(), 0700) != 0) {
-        throw Failure(
-            system_message("create directory " + in_quotes(m_target.staging_display(join_path(fds.relpath, name))), errno));
+        throw Failure(system_message(
+            "create directory " + in_quotes(m_target.staging_display(join_path(fds.relpath, name))), errno));
       }
       m_pool.submit([this, node, name]() mutable { stage_directory(std::move(node), name); });
     } else if (st.st_nlink > 1) {
@@ -169,7 +169,8 @@ class DirectoryStager : PayloadWalk {
     const std::string relpath = join_path(fds.relpath, name);
     const std::string source_display = payload_display(relpath);
     SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
-    const ExistingNode existing = seen ? *seen : stat_existing(fds.compare, name.c_str(), m_target.compare_display(relpath));
+    const ExistingNode existing =
+        seen ? *seen : stat_existing(fds.compare, name.c_str(), m_target.compare_display(relpath));
     const Outcome outcome = compare_node(source, existing, fds.compare, name.c_str(), m_options.compare, source_display,
                                          m_target.compare_display(relpath));
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
@@ -180,7 +181,8 @@ class DirectoryStager : PayloadWalk {
       m_counters.count(outcome, bytes);
       return outcome;
     }
-    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) && m_target.link_unchanged(fds.compare, fds.target, name, relpath, existing.st)) {
+    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) &&
+        m_target.link_unchanged(fds.compare, fds.target, name, relpath, existing.st)) {
       m_counters.count(outcome, bytes);
       return outcome;
     }
@@ -190,9 +192,8 @@ class DirectoryStager : PayloadWalk {
       reported = done;
       m_counters.poll();
     };
-    const uint64_t written = write_node(source,
-                                        m_target.write_target(fds.target, name.c_str()), m_copier, source_display,
-                                        m_target.staging_display(relpath), progress);
+    const uint64_t written = write_node(source, m_target.write_target(fds.target, name.c_str()), m_copier,
+                                        source_display, m_target.staging_display(relpath), progress);
     m_counters.count_written(written);
     m_counters.count(outcome, bytes, reported);
     return outcome;
@@ -212,7 +213,8 @@ class DirectoryStager : PayloadWalk {
       if (names.count(entry.name) == 0) {
         uint64_t files = 0;
         uint64_t bytes = 0;
-        count_tree(fds.compare, entry.name.c_str(), files, bytes, m_target.compare_display(join_path(fds.relpath, entry.name)));
+        count_tree(fds.compare, entry.name.c_str(), files, bytes,
+                   m_target.compare_display(join_path(fds.relpath, entry.name)));
         m_counters.count_removed(files, bytes);
       }
     }
@@ -236,7 +238,8 @@ class DirectoryStager : PayloadWalk {
     const Outcome lead_outcome = stage_entry(fds, lead.name, lead.st);
     const std::string lead_path = join_path(lead.parent, lead.name);
     // The lead's inode in link_dest, which the other names share there when they are unchanged.
-    const ExistingNode lead_existing = stat_existing(fds.compare, lead.name.c_str(), m_target.compare_display(lead_path));
+    const ExistingNode lead_existing =
+        stat_existing(fds.compare, lead.name.c_str(), m_target.compare_display(lead_path));
     Fd lead_dir;
     if (!m_dry) {
       lead_dir = checked(reopen_directory(fds.target, m_target.staging_display(lead.parent)));
@@ -262,8 +265,9 @@ class DirectoryStager : PayloadWalk {
       }
       const int target_dir = checked(targets.open(member.parent));
       if (::linkat(lead_dir.get(), lead.name.c_str(), target_dir, member.name.c_str(), 0) != 0) {
-        throw Failure(system_message(
-            "link " + in_quotes(m_target.staging_display(lead_path)) + " to " + in_quotes(m_target.staging_display(relpath)), errno));
+        throw Failure(system_message("link " + in_quotes(m_target.staging_display(lead_path)) + " to " +
+                                         in_quotes(m_target.staging_display(relpath)),
+                                     errno));
       }
       m_counters.poll();
     }

@@ -277,10 +277,10 @@ class TreeSyncer : PayloadWalk {
       m_counters.poll();
     };
     // A new file in a directory with a default ACL (or under an LSM) gets xattrs of its own: reconcile.
-    const uint64_t written = write_node(source,
-                                        WriteTarget{fds.dest, temp.c_str(), m_dest_dev, ExistingXattrs::reconcile,
-                                                    NewOwner::unknown, m_creator},
-                                        m_copier, source_display, dest_display(relpath), progress);
+    const uint64_t written = write_node(
+        source,
+        WriteTarget{fds.dest, temp.c_str(), m_dest_dev, ExistingXattrs::reconcile, NewOwner::unknown, m_creator},
+        m_copier, source_display, dest_display(relpath), progress);
     m_counters.count_written(written);
     install(fds, name, temp, existing, relpath);
     m_counters.count(outcome, bytes, reported);

@@ -9,9 +9,9 @@
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/fd.hpp"
+#include "hoist/util/text.hpp"
 #include "hoist/verify/checksums.hpp"
 #include "hoist/verify/sums_signature.hpp"
-#include "hoist/util/text.hpp"
 
 namespace hoist {
 

@@ -22,8 +22,7 @@ constexpr std::size_t k_max_signature_size = 64U << 10U;
 void verify_signature_of(std::string_view data, const std::string& sums_name, const std::filesystem::path& signature,
                          const std::filesystem::path& public_key) {
   // The key first: an unusable key is a configuration error that a signature cannot fix.
-  Expected<SignatureKey> key =
-      SignatureKey::from_pem(read_input_file(public_key, k_max_key_size), public_key.string());
+  Expected<SignatureKey> key = SignatureKey::from_pem(read_input_file(public_key, k_max_key_size), public_key.string());
   if (!key) {
     throw UsageError(key.error().message);
   }
