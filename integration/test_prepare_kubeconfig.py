@@ -132,7 +132,7 @@ def test_certificate_authority_data_that_is_not_strict_base64_is_refused_naming_
         "users:\n- name: u\n  user:\n    token: t\n"
         "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n")
     code, prepare = run(kubeconfig=config)
-    assert code == 1
+    assert code == 2
     assert (f"failed to decode kubeconfig '{config}' certificate-authority-data: not valid base64"
             in prepare.stderr), prepare.stderr
     assert "waiting for plan" not in prepare.stderr

@@ -102,7 +102,12 @@ std::filesystem::path relative_to(const std::filesystem::path& base, const std::
 std::string pem_field(const nlohmann::json& object, const std::string& field, const std::filesystem::path& base,
                       const std::string& source) {
   if (const std::string data = string_field(object, (field + "-data").c_str(), source); !data.empty()) {
-    return base64_decode(data, source + " " + field + "-data").value();
+    // A field that is not base64 is bad input, like any other malformed field.
+    Expected<std::string> pem = base64_decode(data, source + " " + field + "-data");
+    if (!pem) {
+      throw UsageError(pem.error().message);
+    }
+    return std::move(*pem);
   }
   if (const std::string file = string_field(object, field.c_str(), source); !file.empty()) {
     return read_input_file(relative_to(base, file));
