@@ -8,30 +8,34 @@ import os
 from payloads import manifest_without, upgrade
 
 
+def refused(host_root, *args):
+    """Runs an upgrade of version 1.0.0 that must be refused with exit 2 before the lock is taken, the host left
+    exactly as it was; returns its stderr."""
+    before = manifest_without(host_root)
+    result = upgrade(host_root, *args, "--version", "1.0.0", check=2)
+    assert manifest_without(host_root) == before
+    assert not (host_root / "run/hoist").exists()  # refused before the lock
+    return result.stderr
+
+
 def test_a_sync_destination_that_resolves_to_the_host_s_root_is_refused_before_any_change(host_root, tmp_path):
     (tmp_path / "payload").mkdir()
     (tmp_path / "payload/file").write_text("payload\n")
     (host_root / "opt").mkdir()
     os.symlink("../../../..", host_root / "opt/app")
     (host_root / "etc/keep").write_text("the host's\n")
-    before = manifest_without(host_root)
-    result = upgrade(host_root, "--component", "app", "--kind", "sync", "--source", tmp_path / "payload",
-                     "--destination", "/opt/app", "--version", "1.0.0", check=2)
-    assert ("destination '/opt/app' of component 'app' resolves to the host's root '/' through a host symlink"
-            in result.stderr)
-    assert manifest_without(host_root) == before
-    assert not (host_root / "run/hoist").exists()  # refused before the lock
+    stderr = refused(host_root, "--component", "app", "--kind", "sync", "--source", tmp_path / "payload",
+                     "--destination", "/opt/app")
+    assert "destination '/opt/app' of component 'app' resolves to the host's root '/' through a host symlink" in stderr
 
 
 def test_a_tree_destination_through_an_absolute_link_to_the_root_is_refused(host_root, tmp_path):
     (tmp_path / "payload").mkdir()
     (host_root / "opt").mkdir()
     os.symlink("/", host_root / "opt/app")
-    before = manifest_without(host_root)
-    result = upgrade(host_root, "--component", "app", "--kind", "tree", "--source", tmp_path / "payload",
-                     "--destination", "/opt/app/", "--version", "1.0.0", check=2)
-    assert "resolves to the host's root '/' through a host symlink" in result.stderr
-    assert manifest_without(host_root) == before
+    stderr = refused(host_root, "--component", "app", "--kind", "tree", "--source", tmp_path / "payload",
+                     "--destination", "/opt/app/")
+    assert "resolves to the host's root '/' through a host symlink" in stderr
 
 
 def manifest(tmp_path, components):
@@ -43,35 +47,29 @@ def manifest(tmp_path, components):
     return path
 
 
-def test_components_that_overlap_only_through_a_host_symlink_are_refused(host_root, tmp_path):
+def refused_beside_conf(host_root, tmp_path, link, component):
+    """`component` in a manifest beside 'conf', a sync into /opt/a, with /srv/b a host symlink to /opt/a (whose
+    target reads `link`): refused (see `refused`); returns the stderr."""
     (host_root / "opt/a").mkdir(parents=True)
     (host_root / "srv").mkdir()
-    os.symlink("/opt/a", host_root / "srv/b")
+    os.symlink(link, host_root / "srv/b")
     path = manifest(tmp_path, [
         {"name": "conf", "kind": "sync", "source": str(tmp_path / "dir"), "destination": "/opt/a"},
-        {"name": "tool", "kind": "file", "source": str(tmp_path / "tool"), "destination": "/srv/b/tool"},
+        component,
     ])
-    before = manifest_without(host_root)
-    result = upgrade(host_root, "--manifest", path, "--version", "1.0.0", check=2)
+    return refused(host_root, "--manifest", path)
+
+
+def test_components_that_overlap_only_through_a_host_symlink_are_refused(host_root, tmp_path):
+    tool = {"name": "tool", "kind": "file", "source": str(tmp_path / "tool"), "destination": "/srv/b/tool"}
     assert ("components 'tool' and 'conf' overlap: '/srv/b/tool' (on the host: '/opt/a/tool') is inside '/opt/a'"
-            in result.stderr)
-    assert manifest_without(host_root) == before
-    assert not (host_root / "run/hoist").exists()
+            in refused_beside_conf(host_root, tmp_path, "/opt/a", tool))
 
 
 def test_one_directory_under_two_names_is_one_destination(host_root, tmp_path):
-    (host_root / "opt/a").mkdir(parents=True)
-    (host_root / "srv").mkdir()
-    os.symlink("../opt/a", host_root / "srv/b")
-    path = manifest(tmp_path, [
-        {"name": "conf", "kind": "sync", "source": str(tmp_path / "dir"), "destination": "/opt/a"},
-        {"name": "app", "kind": "tree", "source": str(tmp_path / "dir"), "destination": "/srv/b"},
-    ])
-    before = manifest_without(host_root)
-    result = upgrade(host_root, "--manifest", path, "--version", "1.0.0", check=2)
+    app = {"name": "app", "kind": "tree", "source": str(tmp_path / "dir"), "destination": "/srv/b"}
     assert ("components 'conf' and 'app' have the same destination '/opt/a' and '/srv/b' (on the host: '/opt/a')"
-            in result.stderr)
-    assert manifest_without(host_root) == before
+            in refused_beside_conf(host_root, tmp_path, "../opt/a", app))
 
 
 def test_a_file_destination_that_is_hoist_s_own_link_is_not_followed(host_root, tmp_path):

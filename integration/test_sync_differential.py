@@ -157,14 +157,21 @@ def describe(root):
     return entries, sorted(sorted(g) for g in inodes.values() if len(g) > 1)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_sync_and_rollback_agree_with_rsync_on_a_random_tree(host_root, tmp_path, seed):
+def random_versions(tmp_path, seed):
+    """Two random trees from `seed` (printed, for HOIST_TEST_SEED to replay it): tmp_path/v1 and tmp_path/v2, a
+    mutation of v1 whose changed files no quick check (size and mtime) takes for unchanged."""
     print(f"HOIST_TEST_SEED={seed}")
     rng = random.Random(seed)
     first = plan(rng)
     v1 = build(tmp_path / "v1", first, rng)
     v2 = build(tmp_path / "v2", mutate(rng, first), rng)
     separate_quick_checks(v1, v2)
+    return v1, v2
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sync_and_rollback_agree_with_rsync_on_a_random_tree(host_root, tmp_path, seed):
+    v1, v2 = random_versions(tmp_path, seed)
     dest = host_root / "opt/app"
     args = ["--component", "app", "--kind", "sync", "--destination", "/opt/app"]
     upgrade(host_root, *args, "--source", v1, "--version", "1.0.0", check=0)
@@ -191,12 +198,7 @@ def test_sync_and_rollback_agree_with_rsync_on_a_random_tree(host_root, tmp_path
 
 @pytest.mark.parametrize("seed", SEEDS[: max(1, len(SEEDS) // 2)])
 def test_a_tree_upgrade_and_rollback_agree_with_rsync_on_a_random_tree(host_root, tmp_path, seed):
-    print(f"HOIST_TEST_SEED={seed}")
-    rng = random.Random(seed)
-    first = plan(rng)
-    v1 = build(tmp_path / "v1", first, rng)
-    v2 = build(tmp_path / "v2", mutate(rng, first), rng)
-    separate_quick_checks(v1, v2)
+    v1, v2 = random_versions(tmp_path, seed)
     app = host_root / "opt/app"
     args = ["--component", "app", "--kind", "tree", "--destination", "/opt/app"]
 

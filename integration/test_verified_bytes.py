@@ -152,29 +152,26 @@ def k3s(tmp_path):
     return path
 
 
-def test_a_file_payload_rewritten_after_verification_is_refused(host_root, tmp_path, k3s):
+def refused_when_k3s_changes(host_root, tmp_path, k3s, change):
+    """A file upgrade of `k3s` verified against SHA256SUMS, `change` applied to it once its staging file exists: exit 5,
+    the host as it was."""
     sums = write_sha256sums(tmp_path / "SHA256SUMS", {"k3s": k3s})
     before = kept(host_root)
 
-    result = upgrade_changing_payload(host_root, host_root / "var/lib/hoist/k3s/.v1.30.1+k3s1.partial",
-                                      lambda: rewrite(k3s, b"\x7fELF evil\n"), *file_args(k3s, "v1.30.1+k3s1", sums))
+    result = upgrade_changing_payload(host_root, host_root / "var/lib/hoist/k3s/.v1.30.1+k3s1.partial", change,
+                                      *file_args(k3s, "v1.30.1+k3s1", sums))
 
     assert result.returncode == 5, result
     assert f"payload '{k3s}' changed while hoist read it" in result.stderr
     assert kept(host_root) == before
     assert not (host_root / "usr/local/bin/k3s").exists()
+
+
+def test_a_file_payload_rewritten_after_verification_is_refused(host_root, tmp_path, k3s):
+    refused_when_k3s_changes(host_root, tmp_path, k3s, lambda: rewrite(k3s, b"\x7fELF evil\n"))
 
 
 def test_a_file_payload_replaced_after_verification_is_refused(host_root, tmp_path, k3s):
-    sums = write_sha256sums(tmp_path / "SHA256SUMS", {"k3s": k3s})
-    before = kept(host_root)
-
-    result = upgrade_changing_payload(host_root, host_root / "var/lib/hoist/k3s/.v1.30.1+k3s1.partial",
-                                      lambda: replace(k3s, b"\x7fELF evil\n"), *file_args(k3s, "v1.30.1+k3s1", sums))
-
     # Staging copied the file that was verified, not the new one at the path; still, the payload changed
     # under the run (the rename unlinked the verified file), which is refused.
-    assert result.returncode == 5, result
-    assert f"payload '{k3s}' changed while hoist read it" in result.stderr
-    assert kept(host_root) == before
-    assert not (host_root / "usr/local/bin/k3s").exists()
+    refused_when_k3s_changes(host_root, tmp_path, k3s, lambda: replace(k3s, b"\x7fELF evil\n"))

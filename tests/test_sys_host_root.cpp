@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <tuple>
 
 #include "hoist/sys/host_root.hpp"
 #include "hoist/util/file_io.hpp"
@@ -47,53 +48,60 @@ std::string read_via(const HostRoot& root, const std::string& path) {
   return hoist::read_fd(fd->get(), path).value();
 }
 
+// Runs `body` on `host` opened with each resolver in turn, the resolver named in every failure: both must agree.
+template <typename Body>
+void with_each_resolver(const fs::path& host, Body body) {
+  for (const Resolver resolver : {Resolver::automatic, Resolver::walk}) {
+    INFO("resolver " << static_cast<int>(resolver));
+    auto root = HostRoot::open(host, resolver);
+    REQUIRE(root.has_value());
+    body(*root);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("host paths resolve inside the root with both resolvers", "[host_root]") {
   HostFixture f;
-  for (const Resolver resolver : {Resolver::automatic, Resolver::walk}) {
-    INFO("resolver " << static_cast<int>(resolver));
-    auto root = HostRoot::open(f.host.path(), resolver);
-    REQUIRE(root.has_value());
-
+  with_each_resolver(f.host.path(), [&](const HostRoot& root) {
     SECTION("an absolute symlink restarts at the host root, not the container's") {
-      CHECK(read_via(*root, "/var/run/hoist/marker") == "host run\n");
+      CHECK(read_via(root, "/var/run/hoist/marker") == "host run\n");
     }
     SECTION("`..` never climbs above the root") {
-      CHECK(read_via(*root, "/../../../../secret") == "host secret\n");
-      CHECK(read_via(*root, "/escape-dotdot") == "host secret\n");
+      CHECK(read_via(root, "/../../../../secret") == "host secret\n");
+      CHECK(read_via(root, "/escape-dotdot") == "host secret\n");
     }
     SECTION("an absolute link to a container path is taken as a host path") {
-      auto fd = root->open("/escape-absolute", O_RDONLY);
+      auto fd = root.open("/escape-absolute", O_RDONLY);
       REQUIRE_FALSE(fd.has_value());
       CHECK(fd.error().errnum == ENOENT);
     }
     SECTION("a symlink loop is an error, not a hang") {
-      auto fd = root->open("/loop-a", O_RDONLY);
+      auto fd = root.open("/loop-a", O_RDONLY);
       REQUIRE_FALSE(fd.has_value());
       CHECK(fd.error().errnum == ELOOP);
     }
     SECTION("Follow::no opens the symlink itself") {
-      auto fd = root->open("/etc-link", O_PATH, Follow::no);
+      auto fd = root.open("/etc-link", O_PATH, Follow::no);
       REQUIRE(fd.has_value());
       struct stat st {};
       REQUIRE(::fstat(fd->get(), &st) == 0);
       CHECK(S_ISLNK(st.st_mode));
     }
     SECTION("a file created through an absolute symlink lands inside the root") {
-      auto fd = root->open("/var/run/hoist/new", O_WRONLY | O_CREAT | O_EXCL, Follow::yes, 0644);
+      auto fd = root.open("/var/run/hoist/new", O_WRONLY | O_CREAT | O_EXCL, Follow::yes, 0644);
       REQUIRE(fd.has_value());
       CHECK(fs::exists(f.host / "run/hoist/new"));
       CHECK_FALSE(fs::exists(f.outside / "run/hoist/new"));
     }
     SECTION("make_directories through symlinks and `..` stays inside the root") {
-      auto dir = root->make_directories("/var/run/../run/a/b/c");
+      auto dir = root.make_directories("/var/run/../run/a/b/c");
       REQUIRE(dir.has_value());
       CHECK(fs::is_directory(f.host / "run/a/b/c"));
       CHECK_FALSE(fs::exists(f.outside / "run/a"));
     }
     SECTION("open_parent names the directory and the last component") {
-      auto parent = root->open_parent("/var/run/hoist/hoist.lock");
+      auto parent = root.open_parent("/var/run/hoist/hoist.lock");
       REQUIRE(parent.has_value());
       CHECK(parent->second == "hoist.lock");
       struct stat st {};
@@ -102,37 +110,34 @@ TEST_CASE("host paths resolve inside the root with both resolvers", "[host_root]
     }
     SECTION("open_parent refuses a path that names no entry") {
       for (const char* path : {"/", "/etc/..", "/etc/."}) {
-        auto parent = root->open_parent(path);
+        auto parent = root.open_parent(path);
         CHECK_FALSE(parent.has_value());
       }
     }
     SECTION("errors name the container path and the reason") {
-      auto fd = root->open("/no/such/file", O_RDONLY);
+      auto fd = root.open("/no/such/file", O_RDONLY);
       REQUIRE_FALSE(fd.has_value());
       CHECK(fd.error().message == "failed to open '" + (f.host.path() / "no/such/file").string() +
                                       "': No such file or directory");
     }
-  }
+  });
 }
 
 TEST_CASE("a host path that holds a NUL is refused, never cut short", "[host_root]") {
   HostFixture f;
   const std::string path("/etc\0/os-release", 16);
-  for (const Resolver resolver : {Resolver::automatic, Resolver::walk}) {
-    INFO("resolver " << static_cast<int>(resolver));
-    auto root = HostRoot::open(f.host.path(), resolver);
-    REQUIRE(root.has_value());
+  with_each_resolver(f.host.path(), [&](const HostRoot& root) {
     // As a C string the path is "/etc", which exists: it must not be opened.
-    auto fd = root->open(path, O_PATH);
+    auto fd = root.open(path, O_PATH);
     REQUIRE_FALSE(fd.has_value());
     CHECK(fd.error().errnum == EINVAL);
     CHECK(fd.error().message ==
           "failed to open '" + (f.host / "etc\\x00/os-release").string() + "': the path contains a NUL character");
-    auto parent = root->open_parent(path);
+    auto parent = root.open_parent(path);
     REQUIRE_FALSE(parent.has_value());
     CHECK(parent.error().errnum == EINVAL);
-    CHECK_FALSE(root->make_directories(path).has_value());
-  }
+    CHECK_FALSE(root.make_directories(path).has_value());
+  });
   auto text = hoist::read_file_at(AT_FDCWD, (f.host / "etc").string() + std::string("\0/os-release", 12), "x");
   REQUIRE_FALSE(text.has_value());
   CHECK(text.error().message == "failed to open 'x': the path contains a NUL character");
@@ -162,24 +167,27 @@ TEST_CASE("a host path resolves to where the host's own symlinks lead, the missi
   fs::create_symlink("../../../..", f.host / "opt/app");
   write_text(f.host / "opt/a/tool-v1", "v1\n");
   fs::create_symlink("/opt/a/tool-v1", f.host / "opt/a/tool");
-  for (const Resolver resolver : {Resolver::automatic, Resolver::walk}) {
-    INFO("resolver " << static_cast<int>(resolver));
-    auto root = HostRoot::open(f.host.path(), resolver);
-    REQUIRE(root.has_value());
-    CHECK(root->resolve("/srv/b", Follow::yes).value() == "/opt/a");
-    CHECK(root->resolve("/srv/b/missing/deeper", Follow::yes).value() == "/opt/a/missing/deeper");
-    CHECK(root->resolve("//srv//b/", Follow::yes).value() == "/opt/a");
-    CHECK(root->resolve("/opt/app", Follow::yes).value() == "/");
-    CHECK(root->resolve("/var/run/hoist", Follow::yes).value() == "/run/hoist");
-    CHECK(root->resolve("/escape-dotdot", Follow::yes).value() == "/secret");
-    CHECK(root->resolve("/", Follow::yes).value() == "/");
-    CHECK(root->resolve("/nowhere/at/all", Follow::yes).value() == "/nowhere/at/all");
-    // Follow::no leaves the last component as it is: a link that hoist manages is not where a component lives.
-    CHECK(root->resolve("/srv/b/tool", Follow::no).value() == "/opt/a/tool");
-    CHECK(root->resolve("/srv/b/tool", Follow::yes).value() == "/opt/a/tool-v1");
-    CHECK(root->resolve("/opt/app", Follow::no).value() == "/opt/app");
-    // A file in the way of the rest: the path leads nowhere, and what exists is resolved.
-    CHECK(root->resolve("/etc/os-release/x", Follow::yes).value() == "/etc/os-release/x");
-    CHECK(root->resolve("/opt/../x", Follow::yes).error().errnum == EINVAL);
-  }
+  with_each_resolver(f.host.path(), [&](const HostRoot& root) {
+    const std::tuple<const char*, Follow, const char*> cases[] = {
+        {"/srv/b", Follow::yes, "/opt/a"},
+        {"/srv/b/missing/deeper", Follow::yes, "/opt/a/missing/deeper"},
+        {"//srv//b/", Follow::yes, "/opt/a"},
+        {"/opt/app", Follow::yes, "/"},
+        {"/var/run/hoist", Follow::yes, "/run/hoist"},
+        {"/escape-dotdot", Follow::yes, "/secret"},
+        {"/", Follow::yes, "/"},
+        {"/nowhere/at/all", Follow::yes, "/nowhere/at/all"},
+        // Follow::no leaves the last component as it is: a link that hoist manages is not where a component lives.
+        {"/srv/b/tool", Follow::no, "/opt/a/tool"},
+        {"/srv/b/tool", Follow::yes, "/opt/a/tool-v1"},
+        {"/opt/app", Follow::no, "/opt/app"},
+        // A file in the way of the rest: the path leads nowhere, and what exists is resolved.
+        {"/etc/os-release/x", Follow::yes, "/etc/os-release/x"},
+    };
+    for (const auto& [path, follow, resolved] : cases) {
+      INFO(path);
+      CHECK(root.resolve(path, follow).value() == resolved);
+    }
+    CHECK(root.resolve("/opt/../x", Follow::yes).error().errnum == EINVAL);
+  });
 }
