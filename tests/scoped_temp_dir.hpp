@@ -59,4 +59,12 @@ inline std::string read_text(const std::filesystem::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+/// Writes `files` files of `size` bytes ('x'), named f<i>, into `dirs` directories d<i % dirs> under `root`.
+inline void write_files(const std::filesystem::path& root, long files, long dirs, size_t size) {
+  const std::string content(size, 'x');
+  for (long i = 0; i < files; ++i) {
+    write_text(root / ("d" + std::to_string(i % dirs)) / ("f" + std::to_string(i)), content);
+  }
+}
+
 }  // namespace hoist::test
