@@ -320,6 +320,16 @@ def make_kind(kind_name, tmp_path, request, files=3):
     return Kind(kind_name, tmp_path, files)
 
 
+def installed_and_copied(host_root, kind, tmp_path, **args):
+    """The host with the first three VERSIONS of `kind` installed (`args` go to Kind.args), copied for `restore`;
+    returns the copy."""
+    for version in VERSIONS[:3]:
+        upgrade(host_root, *kind.args(version, **args), check=0)
+    pristine = tmp_path / "pristine"
+    snapshot(host_root, pristine)
+    return pristine
+
+
 def status_of(host_root, component):
     result = run_hoist("status", "--host-root", host_root, "--component", component, "--json", check=0)
     return json.loads(result.stdout)["components"][0]
@@ -409,10 +419,7 @@ KINDS = ["tree", "file", "sync", "sysext"]
 def test_sigkill_at_each_commit_point_leaves_status_rollback_and_rerun_right(host_root, tmp_path, request, kind_name,
                                                                            operation):
     kind = make_kind(kind_name, tmp_path, request)
-    for version in VERSIONS[:3]:
-        upgrade(host_root, *kind.args(version), check=0)
-    pristine = tmp_path / "pristine"
-    snapshot(host_root, pristine)
+    pristine = installed_and_copied(host_root, kind, tmp_path)
     command = OPERATIONS[operation][0]
     points = traced_calls(command(kind, host_root), RENAMES, tmp_path)
     assert len(points) >= 2, points
@@ -452,10 +459,7 @@ def test_a_rollback_after_an_upgrade_killed_before_its_state_save_goes_exactly_o
     # The switch to 3.0.0 is committed, the state still says 2.0.0: the rollback must go to 2.0.0 (it went to
     # 1.0.0, skipping it; a sync applied 2.0.0's backup to 3.0.0's content and left a mix of the two).
     kind = make_kind(kind_name, tmp_path, request)
-    for version in VERSIONS[:3]:
-        upgrade(host_root, *kind.args(version), check=0)
-    pristine = tmp_path / "pristine"
-    snapshot(host_root, pristine)
+    pristine = installed_and_copied(host_root, kind, tmp_path)
     argv = hoist_argv(host_root, *kind.args("3.0.0"))
     recording_save = save_after_switch(kind_name, traced_calls(argv, RENAMES, tmp_path))
     restore(host_root, pristine)
@@ -476,10 +480,7 @@ def test_a_rollback_killed_before_its_state_save_is_finished_by_the_next_rollbac
     # The backup was used (sync) or the link switched, the state not saved: the next rollback finishes it, exit 0
     # (a sync's next rollbacks all exited 2, "the backup ... does not exist").
     kind = make_kind(kind_name, tmp_path, request)
-    for version in VERSIONS[:3]:
-        upgrade(host_root, *kind.args(version), check=0)
-    pristine = tmp_path / "pristine"
-    snapshot(host_root, pristine)
+    pristine = installed_and_copied(host_root, kind, tmp_path)
     argv = [HOIST_BIN, "rollback", "--host-root", host_root, "--lock-timeout", "5", "--component", kind.component]
     # The saves: the intent, then the one that records the rollback (sysext: then the one that strikes its refresh).
     recording_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[1]
@@ -499,10 +500,7 @@ def test_an_upgrade_rerun_after_a_killed_sync_rollback_does_not_undo_it(host_roo
     # The rollback's backup was used and the state not saved: the re-run of the upgrade "repaired" the drift back to
     # 2.0.0, silently undoing the operator's rollback. Now the rollback is recorded and 2.0.0 quarantined: exit 3.
     kind = Kind("sync", tmp_path)
-    for version in VERSIONS[:3]:
-        upgrade(host_root, *kind.args(version), check=0)
-    pristine = tmp_path / "pristine"
-    snapshot(host_root, pristine)
+    pristine = installed_and_copied(host_root, kind, tmp_path)
     argv = [HOIST_BIN, "rollback", "--host-root", host_root, "--lock-timeout", "5", "--component", kind.component]
     last_save = state_saves(traced_calls(argv, RENAMES, tmp_path))[-1]
     restore(host_root, pristine)
@@ -531,10 +529,7 @@ def test_sigkill_at_random_instants_leaves_status_rollback_and_rerun_right(host_
     # refresh, which a shorter staging leaves more of the run to.
     kind = make_kind(kind_name, tmp_path, request, files=100 if kind_name == "sysext" else 300)
     default_pool = ()
-    for version in VERSIONS[:3]:
-        upgrade(host_root, *kind.args(version, threads=default_pool), check=0)
-    pristine = tmp_path / "pristine"
-    snapshot(host_root, pristine)
+    pristine = installed_and_copied(host_root, kind, tmp_path, threads=default_pool)
     if operation == "upgrade":
         def command(k, root):
             return hoist_argv(root, *k.args("3.0.0", threads=default_pool))

@@ -17,7 +17,7 @@ import pytest
 from conftest import record_output, run_recorded
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from payloads import make_tree, read_tree, rollback, state_of
-from test_crash import RENAMES, STRACE, hoist_argv, kill_command, status_of, traced_calls
+from test_crash import RENAMES, STRACE, hoist_argv, kill_command, restore, snapshot, status_of, traced_calls
 
 pytestmark = pytest.mark.skipif(STRACE is None, reason="strace is not installed")
 
@@ -25,8 +25,6 @@ VERSIONS = ["0.0.0", "1.0.0", "2.0.0"]
 # The unit dies 200 ms after each restart, so it never stays up the 1 s it must: the check fails after 2 s.
 CHECKS = ["--restart", "k3s", "--health-check", "unit:k3s", "--health-settle", "1", "--health-timeout", "2"]
 WHY = "health check unit:k3s did not pass within 2 s: k3s.service is failed (failed)"
-# What hoist writes; the rest of the host root (the bus's socket under /run) stays while the copies are restored.
-WRITTEN = ["opt", "var/lib/hoist"]
 # HOIST_CRASH_KILLS sets the random SIGKILLs (default 8), HOIST_CRASH_SEED the seed (default: a new one, printed
 # and named in every failure).
 RANDOM_KILLS = int(os.environ.get("HOIST_CRASH_KILLS", "8"))
@@ -35,7 +33,8 @@ SIGTERMS = 3
 
 class Host:
     """Versions 0.0.0 and 1.0.0 installed (no checks), the unit dying after every restart; `argv` upgrades to
-    2.0.0 with the check. Copies of what hoist writes are kept and put back while the bus stays up."""
+    2.0.0 with the check. Copies of the host root are kept and put back while the bus stays up (test_crash's
+    snapshot and restore)."""
 
     def __init__(self, host_root, tmp_path):
         self.root = host_root
@@ -59,13 +58,10 @@ class Host:
     def save(self, name):
         copy = self.tmp / name
         shutil.rmtree(copy, ignore_errors=True)
-        for part in WRITTEN:
-            shutil.copytree(self.root / part, copy / part, symlinks=True)
+        snapshot(self.root, copy)
 
     def restore(self, name):
-        for part in WRITTEN:
-            shutil.rmtree(self.root / part)
-            shutil.copytree(self.tmp / name / part, self.root / part, symlinks=True)
+        restore(self.root, self.tmp / name)
 
     def current(self):
         return os.readlink(self.root / "opt/app/current")
