@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "hoist/sys/file_copy.hpp"
+#include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/metadata.hpp"
 #include "hoist/util/fd.hpp"
 #include "hoist/util/text.hpp"
@@ -34,7 +34,7 @@ Expected<uint64_t> copy_file_to(int source, int dirfd, const std::string& name, 
   if (::fstat(target.get(), &target_st) != 0) {
     return fail(sys_error("stat " + in_quotes(display)));
   }
-  FileCopier copier;
+  DataCopier copier;
   auto written = copier.copy(source, st.st_dev, target.get(), target_st.st_dev, static_cast<uint64_t>(st.st_size),
                              "the source", display, on_progress);
   if (!written) {

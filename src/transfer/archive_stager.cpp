@@ -565,7 +565,7 @@ class ArchiveStager {
   const bool m_dry;
   StagingTarget m_target;
   Counters m_counters;
-  FileCopier m_copier;
+  DataCopier m_copier;
   DirCursor m_targets;
   DirCursor m_link_targets;
   DirCursor m_compares;

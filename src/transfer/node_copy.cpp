@@ -133,7 +133,7 @@ InitialMode initial_mode(const WriteTarget& target, mode_t mode) {
   return InitialMode{creator.uid, creator.gid, (perms & creator.umask) == 0 ? perms : mode_t{0600}};
 }
 
-uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& copier, std::string_view source_display,
+uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& copier, std::string_view source_display,
                     std::string_view target_display, const CopyProgress& progress) {
   const InitialMode initial = initial_mode(target, source.meta.mode);
   const mode_t create_perms = initial.perms;

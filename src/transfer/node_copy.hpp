@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hoist/sys/file_copy.hpp"
+#include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/metadata.hpp"
 #include "hoist/transfer/payload.hpp"
 #include "hoist/transfer/transfer.hpp"
@@ -26,7 +26,7 @@ namespace hoist::transfer {
 struct SourceNode {
   NodeMeta meta;
   Xattrs xattrs;
-  dev_t dev = 0;        ///< the payload filesystem, for FileCopier
+  dev_t dev = 0;        ///< the payload filesystem, for DataCopier
   Fd fd;                ///< regular files: open for reading, once open_source() opened it
   std::string symlink;  ///< symlinks: the target
   int dirfd = -1;       ///< regular files: where open_source() opens it (non-owning)
@@ -95,7 +95,7 @@ InitialMode initial_mode(const WriteTarget& target, mode_t mode);
 /// Creates `source` (not a directory) as `target`, which must not exist: data,
 /// then metadata (apply_metadata's order). Returns the data bytes written (0 when
 /// cloned). `progress` gets the bytes copied so far of big files.
-uint64_t write_node(SourceNode& source, const WriteTarget& target, FileCopier& copier, std::string_view source_display,
+uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& copier, std::string_view source_display,
                     std::string_view target_display, const CopyProgress& progress = {});
 
 /// Counts the entries and regular-file bytes of `name` in `dirfd` and, for a

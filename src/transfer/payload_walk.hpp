@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/directory.hpp"
-#include "hoist/sys/file_copy.hpp"
 #include "hoist/sys/metadata.hpp"
 #include "hoist/transfer/payload.hpp"
 #include "hoist/transfer/transfer.hpp"
@@ -90,7 +90,7 @@ class PayloadWalk {
   const bool m_dry;
   dev_t m_source_dev = 0;
   Counters m_counters;
-  FileCopier m_copier;
+  DataCopier m_copier;
   WorkPool m_pool;
   std::mutex m_mutex;  ///< guards m_links, and what the walks of the derived classes gather
   std::vector<LinkMember> m_links;

@@ -91,7 +91,7 @@ void ReadAhead::look(Slot& slot) const {
   }
 }
 
-bool reads_payload_data(bool dry_run, FileCopier& copier, dev_t source, dev_t dest) {
+bool reads_payload_data(bool dry_run, DataCopier& copier, dev_t source, dev_t dest) {
   return !dry_run && copier.method_for(source, dest) != CopyMethod::clone;
 }
 

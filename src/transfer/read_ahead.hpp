@@ -19,8 +19,8 @@
 #include <deque>
 #include <vector>
 
+#include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/directory.hpp"
-#include "hoist/sys/file_copy.hpp"
 
 namespace hoist::transfer {
 
@@ -80,7 +80,7 @@ class ReadAhead {
 /// Whether a walk that copies from filesystem `source` to `dest` reads the
 /// payload's data, which is when reading ahead pays: not in a dry run, and not
 /// when the copies are clones.
-[[nodiscard]] bool reads_payload_data(bool dry_run, FileCopier& copier, dev_t source, dev_t dest);
+[[nodiscard]] bool reads_payload_data(bool dry_run, DataCopier& copier, dev_t source, dev_t dest);
 
 /// Sorts directory entries by inode number: on a cold cache, the walk then
 /// reads inode tables (and, for files written in order, their data) in disk

@@ -50,7 +50,7 @@ class StagingTarget {
   /// link_dest (owned here), or -1 without one.
   [[nodiscard]] int compare() const noexcept { return m_compare.get(); }
   [[nodiscard]] bool has_compare() const noexcept { return m_compare.valid(); }
-  /// The staging directory's st_dev, for FileCopier.
+  /// The staging directory's st_dev, for DataCopier.
   [[nodiscard]] dev_t staging_dev() const noexcept { return m_staging_dev; }
 
   /// The path of `relpath` in the staging directory ("" is the directory), for messages.

@@ -22,7 +22,7 @@ enum class CopyMethod : int {
   read_write = 3,  ///< read(2) and write(2) through a buffer: works everywhere
 };
 
-/// What FileCopier::copy() copies.
+/// What DataCopier::copy() copies.
 enum class CopyExtent {
   whole_file,  ///< the whole source into an empty file: may be cloned
   part,        ///< a part: copied, never cloned
@@ -34,8 +34,8 @@ using CopyProgress = std::function<void(uint64_t)>;
 /// Copies file data with the fastest method the two filesystems accept, and
 /// remembers per pair of filesystems (by st_dev) which method failed, so that a
 /// refused ioctl or syscall is not retried for every one of 100,000 files.
-/// Thread-safe: workers share one FileCopier.
-class FileCopier {
+/// Thread-safe: workers share one DataCopier.
+class DataCopier {
  public:
   /// Copies the first `size` bytes of `in` (from its file offset; fewer at EOF)
   /// to `out` (at its file offset). With CopyExtent::whole_file, `in` is at

@@ -1,6 +1,6 @@
-// FileCopier: FICLONE, copy_file_range, sendfile and read/write give the same bytes; refused methods are remembered.
+// DataCopier: FICLONE, copy_file_range, sendfile and read/write give the same bytes; refused methods are remembered.
 
-#include "hoist/sys/file_copy.hpp"
+#include "hoist/sys/data_copier.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -43,7 +43,7 @@ TEST_CASE("every copy method copies the bytes exactly", "[file-copy]") {
   for (const CopyMethod method :
        {CopyMethod::clone, CopyMethod::copy_range, CopyMethod::send_file, CopyMethod::read_write}) {
     INFO(static_cast<int>(method));
-    hoist::FileCopier copier;
+    hoist::DataCopier copier;
     copier.force_method(method);
     Files files = open_pair(tmp / "in", tmp / "out");
     uint64_t last_progress = 0;
@@ -62,7 +62,7 @@ TEST_CASE("every copy method copies the bytes exactly", "[file-copy]") {
 TEST_CASE("a method the filesystems refuse is not tried again for that pair", "[file-copy]") {
   ScopedTempDir tmp;
   hoist::test::write_text(tmp / "in", std::string(100000, 'x'));
-  hoist::FileCopier copier;
+  hoist::DataCopier copier;
   const dev_t dev = hoist::test::lstat_of(tmp / "in").st_dev;
   CHECK(copier.method_for(dev, dev) == CopyMethod::clone);
   Files files = open_pair(tmp / "in", tmp / "out");
@@ -78,7 +78,7 @@ TEST_CASE("a method the filesystems refuse is not tried again for that pair", "[
 TEST_CASE("CopyExtent::part copies a prefix from the current offsets, never by cloning", "[file-copy]") {
   ScopedTempDir tmp;
   hoist::test::write_text(tmp / "in", "0123456789");
-  hoist::FileCopier copier;
+  hoist::DataCopier copier;
   Files files = open_pair(tmp / "in", tmp / "out");
   CHECK(copier.copy(files.in.get(), files.dev, files.out.get(), files.dev, 4, "in", "out", {}, hoist::CopyExtent::part)
             .value() == 4);

@@ -1,4 +1,4 @@
-#include "hoist/sys/file_copy.hpp"
+#include "hoist/sys/data_copier.hpp"
 #include "hoist/util/text.hpp"
 
 #include <linux/fs.h>
@@ -72,7 +72,7 @@ Expected<void> write_full(int fd, const char* data, size_t size, std::string_vie
 
 }  // namespace
 
-CopyMethod FileCopier::method_for(dev_t in_dev, dev_t out_dev) {
+CopyMethod DataCopier::method_for(dev_t in_dev, dev_t out_dev) {
   if (const int forced = m_forced.load(); forced >= 0) {
     return static_cast<CopyMethod>(forced);
   }
@@ -85,7 +85,7 @@ CopyMethod FileCopier::method_for(dev_t in_dev, dev_t out_dev) {
   return CopyMethod::clone;
 }
 
-void FileCopier::downgrade(dev_t in_dev, dev_t out_dev, CopyMethod to) {
+void DataCopier::downgrade(dev_t in_dev, dev_t out_dev, CopyMethod to) {
   std::lock_guard lock(m_mutex);
   for (auto& [pair, method] : m_methods) {
     if (pair.first == in_dev && pair.second == out_dev) {
@@ -96,7 +96,7 @@ void FileCopier::downgrade(dev_t in_dev, dev_t out_dev, CopyMethod to) {
   m_methods.push_back({{in_dev, out_dev}, to});
 }
 
-Expected<uint64_t> FileCopier::copy(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size,
+Expected<uint64_t> DataCopier::copy(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size,
                                     std::string_view in_display, std::string_view out_display,
                                     const CopyProgress& progress, CopyExtent extent) {
   if (size == 0) {
