@@ -17,7 +17,7 @@
 
 #include "hoist/install/installer.hpp"
 #include "hoist/sys/atomic_symlink.hpp"
-#include "hoist/sys/copy_file.hpp"
+#include "hoist/sys/copy_with_metadata.hpp"
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/sys/metadata.hpp"
@@ -149,7 +149,7 @@ class FileInstaller final : public LinkedVersionInstaller {
         if (!source) {
           throw Failure(system_message("open " + in_quotes(shown), errno));
         }
-        copy_file_to(source.get(), staging.fd(), m_link_name, staging.display(m_link_name)).value();
+        copy_with_metadata(source.get(), staging.fd(), m_link_name, staging.display(m_link_name)).value();
       }
       staging.sync().value();
       versions.remove_entry(version).value();

@@ -10,7 +10,7 @@
 
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/atomic_symlink.hpp"
-#include "hoist/sys/copy_file.hpp"
+#include "hoist/sys/copy_with_metadata.hpp"
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
@@ -203,8 +203,8 @@ TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, 
       options.on_progress(stats);
     }
   };
-  // copy_file_to fsyncs the file; publish() makes its rename durable.
-  stats.bytes_written = copy_file_to(source.get(), dir.fd(), name, dir.display(name), progress).value();
+  // copy_with_metadata fsyncs the file; publish() makes its rename durable.
+  stats.bytes_written = copy_with_metadata(source.get(), dir.fd(), name, dir.display(name), progress).value();
   payload.check_unchanged();
   (replaces ? stats.bytes_changed : stats.bytes_added) = stats.bytes_total;
   stats.bytes_done = stats.bytes_total;

@@ -15,7 +15,7 @@ namespace hoist {
 /// (FICLONE, else copy_file_range, else sendfile, else read/write). `on_progress` (optional) gets the bytes copied so
 /// far. On error the new file is removed. `display` names the new file in errors. Returns the bytes written (0 when the
 /// data was cloned).
-Expected<uint64_t> copy_file_to(int source, int dirfd, const std::string& name, std::string_view display,
-                                const std::function<void(uint64_t)>& on_progress = {});
+Expected<uint64_t> copy_with_metadata(int source, int dirfd, const std::string& name, std::string_view display,
+                                      const std::function<void(uint64_t)>& on_progress = {});
 
 }  // namespace hoist

@@ -1,4 +1,4 @@
-#include "hoist/sys/copy_file.hpp"
+#include "hoist/sys/copy_with_metadata.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,8 +13,8 @@
 
 namespace hoist {
 
-Expected<uint64_t> copy_file_to(int source, int dirfd, const std::string& name, std::string_view display,
-                                const std::function<void(uint64_t)>& on_progress) {
+Expected<uint64_t> copy_with_metadata(int source, int dirfd, const std::string& name, std::string_view display,
+                                      const std::function<void(uint64_t)>& on_progress) {
   struct stat st {};
   if (::fstat(source, &st) != 0) {
     return sys_error("stat the source of " + in_quotes(display));
