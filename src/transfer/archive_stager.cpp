@@ -19,10 +19,10 @@
 #include "hoist/transfer/entry_name.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
-#include "node_copy.hpp"
 #include "staging_target.hpp"
 #include "transfer_counters.hpp"
 #include "transfer_support.hpp"
+#include "tree_node.hpp"
 #include "tree_order.hpp"
 #include "write_behind.hpp"
 

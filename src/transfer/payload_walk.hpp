@@ -19,9 +19,9 @@
 #include "hoist/transfer/payload.hpp"
 #include "hoist/transfer/transfer.hpp"
 #include "hoist/util/work_pool.hpp"
-#include "node_copy.hpp"
 #include "read_ahead.hpp"
 #include "transfer_counters.hpp"
+#include "tree_node.hpp"
 
 namespace hoist::transfer {
 

@@ -15,7 +15,7 @@
 
 #include "hoist/sys/metadata.hpp"
 #include "hoist/util/fd.hpp"
-#include "node_copy.hpp"
+#include "tree_node.hpp"
 
 namespace hoist::transfer {
 

@@ -18,12 +18,12 @@
 #include "hoist/transfer/transfer.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
-#include "node_copy.hpp"
 #include "payload_walk.hpp"
 #include "read_ahead.hpp"
 #include "staging_target.hpp"
 #include "transfer_counters.hpp"
 #include "transfer_support.hpp"
+#include "tree_node.hpp"
 #include "tree_order.hpp"
 
 namespace hoist {

@@ -1,4 +1,4 @@
-#include "node_copy.hpp"
+#include "tree_node.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
