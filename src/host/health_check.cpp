@@ -135,7 +135,7 @@ std::string capped(std::string_view text) {
 
 // Waits for `events` on `fd` until `deadline`; false on a timeout or an interruption.
 bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline) {
-  const Interrupt* interrupt = termination::interrupt();
+  const WakeFlag* interrupt = termination::interrupt();
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -403,7 +403,7 @@ HealthVerdict wait_until_healthy(const HealthPolicy& policy, const HealthProbes&
     }
     auto wait = soonest.count() > 0 ? std::min(pause, soonest) : pause;
     wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
-    if (const Interrupt* interrupt = termination::interrupt(); interrupt != nullptr) {
+    if (const WakeFlag* interrupt = termination::interrupt(); interrupt != nullptr) {
       (void)interrupt->wait_for(wait);
     } else {
       ::usleep(static_cast<useconds_t>(wait.count() * 1000));

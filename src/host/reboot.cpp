@@ -232,7 +232,7 @@ void wait_for_reboot(std::chrono::steady_clock::time_point deadline, std::string
                      std::chrono::seconds timeout) {
   spdlog::info("waiting up to {} s for the host to go down (--reboot-timeout); the run after the boot confirms {}",
                timeout.count(), target);
-  const Interrupt* interrupt = termination::interrupt();
+  const WakeFlag* interrupt = termination::interrupt();
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     if (termination::received() != 0) {

@@ -35,7 +35,7 @@ int remaining_ms(Deadline deadline) {
 }
 
 // Waits until `fd` is ready for `events`, the deadline passes, or `interrupt` is raised.
-Expected<void> wait_fd(int fd, short events, Deadline deadline, const Interrupt* interrupt, const std::string& peer) {
+Expected<void> wait_fd(int fd, short events, Deadline deadline, const WakeFlag* interrupt, const std::string& peer) {
   for (;;) {
     pollfd entries[2] = {{fd, events, 0}, {interrupt ? interrupt->fd() : -1, POLLIN, 0}};
     const int ready = ::poll(entries, interrupt ? 2 : 1, remaining_ms(deadline));
@@ -56,7 +56,7 @@ Expected<void> wait_fd(int fd, short events, Deadline deadline, const Interrupt*
 }
 
 // Connects a non-blocking socket to one address, honouring the deadline.
-Expected<Fd> connect_one(const sockaddr* address, socklen_t length, Deadline deadline, const Interrupt* interrupt,
+Expected<Fd> connect_one(const sockaddr* address, socklen_t length, Deadline deadline, const WakeFlag* interrupt,
                          const std::string& peer) {
   Fd fd(::socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) {
@@ -84,7 +84,7 @@ Expected<Fd> connect_one(const sockaddr* address, socklen_t length, Deadline dea
   return fd;
 }
 
-Expected<Fd> connect_tcp(const std::string& host, std::uint16_t port, Deadline deadline, const Interrupt* interrupt,
+Expected<Fd> connect_tcp(const std::string& host, std::uint16_t port, Deadline deadline, const WakeFlag* interrupt,
                          const std::string& peer) {
   // IP literals (all that in-cluster config gives) are parsed here: getaddrinfo
   // in a static glibc binary may need NSS modules that a scratch image lacks.
@@ -134,7 +134,7 @@ void HttpsConnection::SslFree::operator()(ssl_st* ssl) const noexcept {
   SSL_free(ssl);
 }
 
-HttpsConnection::HttpsConnection(Fd socket, std::string peer, const Interrupt* interrupt)
+HttpsConnection::HttpsConnection(Fd socket, std::string peer, const WakeFlag* interrupt)
     : m_socket(std::move(socket)), m_peer(std::move(peer)), m_interrupt(interrupt), m_reader(m_peer) {}
 HttpsConnection::HttpsConnection(HttpsConnection&&) noexcept = default;
 HttpsConnection& HttpsConnection::operator=(HttpsConnection&&) noexcept = default;
@@ -143,7 +143,7 @@ HttpsConnection& HttpsConnection::operator=(HttpsConnection&&) noexcept = defaul
 HttpsConnection::~HttpsConnection() = default;
 
 Expected<HttpsConnection> HttpsConnection::open(const TlsContext& tls, const std::string& host, std::uint16_t port,
-                                                Deadline deadline, const Interrupt* interrupt) {
+                                                Deadline deadline, const WakeFlag* interrupt) {
   const std::string peer = host_port(host, port);
   auto socket = connect_tcp(host, port, deadline, interrupt, peer);
   if (!socket) {

@@ -131,8 +131,8 @@ KubeClient::KubeClient(KubeConfig config)
     : m_config(std::move(config)), m_tls(TlsContext::create(m_config.tls, m_config.tls_source).value()) {}
 
 KubeClient::Response KubeClient::request(const std::string& verb, const KubeResource& resource,
-                                         const std::string& target, Deadline deadline,
-                                         const Interrupt* interrupt, const std::string* body) const {
+                                         const std::string& target, Deadline deadline, const WakeFlag* interrupt,
+                                         const std::string* body) const {
   const std::string doing = failed_to(verb, resource, m_config.server());
   for (int attempt = 0;; ++attempt) {
     auto connection = HttpsConnection::open(m_tls, m_config.host, m_config.port, deadline, interrupt);
@@ -177,7 +177,7 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
 }
 
 ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query, Deadline deadline,
-                            const Interrupt* interrupt, const ListPage& page) const {
+                            const WakeFlag* interrupt, const ListPage& page) const {
   std::string target = query_target(resource, query);
   if (page.limit > 0) {
     target = add_param(target, "limit", std::to_string(page.limit));
@@ -199,7 +199,7 @@ ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query
 }
 
 nlohmann::json KubeClient::create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
-                                  const Interrupt* interrupt) const {
+                                  const WakeFlag* interrupt) const {
   const std::string payload = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   auto response = request("create", resource, resource.path(), deadline, interrupt, &payload);
   const std::string doing = failed_to("create", resource, m_config.server());
@@ -219,7 +219,7 @@ nlohmann::json KubeClient::create(const KubeResource& resource, const nlohmann::
 }
 
 nlohmann::json KubeClient::get(const KubeResource& resource, const std::string& name, Deadline deadline,
-                               const Interrupt* interrupt) const {
+                               const WakeFlag* interrupt) const {
   auto response = request("get", resource, resource.path() + "/" + url_encode(name), deadline, interrupt);
   const std::string doing = failed_to("get", resource, m_config.server());
   auto body = response.connection.read_body(deadline, k_max_event_bytes);
@@ -238,7 +238,7 @@ nlohmann::json KubeClient::get(const KubeResource& resource, const std::string& 
 }
 
 void KubeClient::watch(const KubeResource& resource, const ListQuery& query, const std::string& resource_version,
-                       int timeout_seconds, Deadline deadline, const Interrupt* interrupt,
+                       int timeout_seconds, Deadline deadline, const WakeFlag* interrupt,
                        const std::function<void(WatchEvent&&)>& on_event) const {
   std::string target = add_param(query_target(resource, query), "watch", "true");
   target = add_param(target, "allowWatchBookmarks", "true");

@@ -46,7 +46,7 @@ ResourceMirror::ResourceMirror(const KubeClient& client, KubeResource resource, 
       m_deadline(deadline),
       m_on_change(std::move(on_change)),
       m_trim(std::move(trim)),
-      m_interrupt(Interrupt::create().value()) {}
+      m_interrupt(WakeFlag::create().value()) {}
 
 ResourceMirror::~ResourceMirror() {
   stop();

@@ -76,7 +76,7 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
     }
     const auto pause = std::min<std::chrono::steady_clock::duration>(delay, deadline - now);
     // SIGTERM/SIGINT end the wait at once (sys/termination.hpp), when handled.
-    if (const Interrupt* stop = termination::interrupt(); stop != nullptr) {
+    if (const WakeFlag* stop = termination::interrupt(); stop != nullptr) {
       if (stop->wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(pause))) {
         return SysError{"failed to lock " + in_quotes(shown) + ": stopped by " + std::string(termination::received_name()) +
                             " while waiting for it",

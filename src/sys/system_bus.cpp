@@ -83,7 +83,7 @@ Expected<SystemBus> SystemBus::connect(BusAddress address, std::chrono::millisec
 }
 
 Expected<BusWait> SystemBus::wait_until(const std::function<bool()>& done,
-                                        std::chrono::steady_clock::time_point deadline, const Interrupt* interrupt) {
+                                        std::chrono::steady_clock::time_point deadline, const WakeFlag* interrupt) {
   try {
     for (;;) {
       // Dispatch everything queued (a signal may have arrived with a method

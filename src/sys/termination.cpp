@@ -17,15 +17,15 @@ namespace {
 std::atomic<int> g_received{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 
-// The Interrupt the handler raises. A plain pointer to storage that lives to
+// The WakeFlag the handler raises. A plain pointer to storage that lives to
 // the end of the process: the handler must not depend on any destructor order.
-std::optional<Interrupt> g_storage;
-std::atomic<const Interrupt*> g_interrupt{nullptr};
+std::optional<WakeFlag> g_storage;
+std::atomic<const WakeFlag*> g_interrupt{nullptr};
 
 extern "C" void on_signal(int signo) {
   const int saved_errno = errno;
   g_received.store(signo);
-  if (const Interrupt* interrupt = g_interrupt.load(); interrupt != nullptr) {
+  if (const WakeFlag* interrupt = g_interrupt.load(); interrupt != nullptr) {
     interrupt->raise();
   }
   errno = saved_errno;
@@ -47,7 +47,7 @@ void install() {
   if (g_interrupt.load() != nullptr) {
     return;
   }
-  g_storage.emplace(Interrupt::create().value());
+  g_storage.emplace(WakeFlag::create().value());
   g_interrupt.store(&*g_storage);
   arm();
 }
@@ -56,7 +56,7 @@ bool installed() noexcept {
   return g_interrupt.load() != nullptr;
 }
 
-const Interrupt* interrupt() noexcept {
+const WakeFlag* interrupt() noexcept {
   return g_interrupt.load();
 }
 
@@ -74,7 +74,7 @@ std::string_view received_name() noexcept {
 
 void reset_for_test() {
   g_received.store(0);
-  if (const Interrupt* interrupt = g_interrupt.load(); interrupt != nullptr) {
+  if (const WakeFlag* interrupt = g_interrupt.load(); interrupt != nullptr) {
     interrupt->clear();
     arm();
   }

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "hoist/sys/interrupt.hpp"
 #include "hoist/kube/http_response_reader.hpp"
 #include "hoist/kube/tls_context.hpp"
+#include "hoist/sys/wake_flag.hpp"
 #include "hoist/util/expected.hpp"
 #include "hoist/util/fd.hpp"
 
@@ -24,7 +24,7 @@ inline constexpr int k_errnum_tls_verification = -1;
 
 /// One HTTP/1.1 exchange over TLS, written for the Kubernetes API: a request, then
 /// its response read as it arrives, so that a chunked watch stream is consumed
-/// event by event. Every wait honours a deadline and an optional Interrupt, and a
+/// event by event. Every wait honours a deadline and an optional WakeFlag, and a
 /// failure returns a SysError whose errnum is ETIMEDOUT (deadline), ECANCELED
 /// (interrupted), EPROTO (malformed response), k_errnum_tls_verification, or the
 /// errno of the failed call. Messages name the server as "host:port", never a
@@ -37,7 +37,7 @@ class HttpsConnection {
   /// chain and that it was issued for `host` (IP SAN for an address, DNS SAN for
   /// a name). Polls `interrupt` too when it is given.
   static Expected<HttpsConnection> open(const TlsContext& tls, const std::string& host, std::uint16_t port,
-                                        Deadline deadline, const Interrupt* interrupt = nullptr);
+                                        Deadline deadline, const WakeFlag* interrupt = nullptr);
 
   HttpsConnection(HttpsConnection&&) noexcept;
   HttpsConnection& operator=(HttpsConnection&&) noexcept;
@@ -63,7 +63,7 @@ class HttpsConnection {
   struct SslFree {
     void operator()(ssl_st* ssl) const noexcept;
   };
-  HttpsConnection(Fd socket, std::string peer, const Interrupt* interrupt);
+  HttpsConnection(Fd socket, std::string peer, const WakeFlag* interrupt);
   Expected<void> handshake(const std::string& host, Deadline deadline);
   Expected<void> wait(short events, Deadline deadline);
   /// Appends the bytes that arrived to `in`; 0 means the peer closed the connection.
@@ -72,7 +72,7 @@ class HttpsConnection {
   Fd m_socket;
   std::unique_ptr<ssl_st, SslFree> m_ssl;
   std::string m_peer;
-  const Interrupt* m_interrupt = nullptr;
+  const WakeFlag* m_interrupt = nullptr;
   HttpResponseReader m_reader;  // the framing of the responses, on the bytes fill() reads
 };
 

@@ -69,7 +69,7 @@ class KubeError : public Failure {
   enum class Kind {
     unreachable,   ///< connect, reset, 5xx, 429: retry with backoff
     timeout,       ///< the deadline passed
-    interrupted,   ///< the caller's Interrupt was raised
+    interrupted,   ///< the caller's WakeFlag was raised
     tls,           ///< the server's certificate did not verify: fatal
     unauthorized,  ///< 401 even after re-reading the token: fatal
     forbidden,     ///< 403, RBAC: fatal
@@ -105,23 +105,23 @@ class KubeClient {
   /// (`limit` and `continue`; the server may ignore the limit). A continue token the server no longer
   /// holds is KubeError `gone` (410 Expired).
   ObjectList list(const KubeResource& resource, const ListQuery& query, Deadline deadline,
-                  const Interrupt* interrupt = nullptr, const ListPage& page = {}) const;
+                  const WakeFlag* interrupt = nullptr, const ListPage& page = {}) const;
 
   /// GET the object `name` of the collection. A 404 (no such object) is KubeError `not_found`.
   nlohmann::json get(const KubeResource& resource, const std::string& name, Deadline deadline,
-                     const Interrupt* interrupt = nullptr) const;
+                     const WakeFlag* interrupt = nullptr) const;
 
   /// WATCH from `resource_version` with bookmarks, calling `on_event` for every
   /// event as it arrives. Returns when the server ends the watch (after
   /// `timeout_seconds`, which it is asked for); throws KubeError `gone` for a 410,
   /// whether as the response status or as an ERROR event inside the stream.
   void watch(const KubeResource& resource, const ListQuery& query, const std::string& resource_version,
-             int timeout_seconds, Deadline deadline, const Interrupt* interrupt,
+             int timeout_seconds, Deadline deadline, const WakeFlag* interrupt,
              const std::function<void(WatchEvent&&)>& on_event) const;
 
   /// CREATE (POST) `object` in the collection; returns the object the server stored.
   nlohmann::json create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
-                        const Interrupt* interrupt = nullptr) const;
+                        const WakeFlag* interrupt = nullptr) const;
 
   [[nodiscard]] const KubeConfig& config() const noexcept { return m_config; }
 
@@ -130,7 +130,7 @@ class KubeClient {
   /// Sends a GET (or, with a `body`, a POST of that JSON) and reads the response head; handles 401 by reloading
   /// the token. `verb` is the RBAC verb, for messages.
   Response request(const std::string& verb, const KubeResource& resource, const std::string& target, Deadline deadline,
-                   const Interrupt* interrupt, const std::string* body = nullptr) const;
+                   const WakeFlag* interrupt, const std::string* body = nullptr) const;
 
   KubeConfig m_config;
   TlsContext m_tls;

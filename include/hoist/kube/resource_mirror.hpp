@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hoist/kube/kube_client.hpp"
-#include "hoist/sys/interrupt.hpp"
+#include "hoist/sys/wake_flag.hpp"
 #include "hoist/util/backoff.hpp"
 
 namespace hoist {
@@ -101,7 +101,7 @@ class ResourceMirror {
   const Deadline m_deadline;
   const std::function<void()> m_on_change;
   const Trim m_trim;
-  const Interrupt m_interrupt;
+  const WakeFlag m_interrupt;
 
   mutable std::mutex m_mutex;  // guards everything below
   ListQuery m_wanted;

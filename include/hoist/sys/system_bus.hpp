@@ -6,7 +6,7 @@
 #include <string>
 
 #include "hoist/sys/host_root.hpp"
-#include "hoist/sys/interrupt.hpp"
+#include "hoist/sys/wake_flag.hpp"
 #include "hoist/util/expected.hpp"
 
 namespace sdbus {
@@ -38,7 +38,7 @@ Expected<BusAddress> system_bus_address(const HostRoot& root, const std::string&
 enum class BusWait {
   done,         ///< the condition became true
   timed_out,    ///< the deadline passed first
-  interrupted,  ///< the Interrupt was raised first (SIGTERM, SIGINT)
+  interrupted,  ///< the WakeFlag was raised first (SIGTERM, SIGINT)
 };
 
 /// A client connection to the host's system bus: sd-bus (through sdbus-c++)
@@ -64,7 +64,7 @@ class SystemBus {
   /// passes, or `interrupt` (optional) is raised. A lost connection is
   /// returned as an error ("failed to read from the system bus …").
   Expected<BusWait> wait_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline,
-                               const Interrupt* interrupt);
+                               const WakeFlag* interrupt);
 
  private:
   SystemBus(std::unique_ptr<sdbus::IConnection> connection, std::string display);

@@ -10,10 +10,10 @@ namespace hoist {
 /// A flag that one thread raises to wake another out of a blocking wait: an
 /// eventfd that waits on a socket also poll(2) for. Once raised it stays raised
 /// until clear(), so a wake-up between two waits is not lost.
-class Interrupt {
+class WakeFlag {
  public:
   /// Creates the eventfd.
-  static Expected<Interrupt> create();
+  static Expected<WakeFlag> create();
 
   /// Raises the flag; safe from any thread, never blocks.
   void raise() const noexcept;
@@ -28,7 +28,7 @@ class Interrupt {
   [[nodiscard]] int fd() const noexcept { return m_fd.get(); }
 
  private:
-  explicit Interrupt(Fd fd) : m_fd(std::move(fd)) {}
+  explicit WakeFlag(Fd fd) : m_fd(std::move(fd)) {}
   Fd m_fd;
 };
 

@@ -1,4 +1,4 @@
-#include "hoist/sys/interrupt.hpp"
+#include "hoist/sys/wake_flag.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -9,31 +9,31 @@
 
 namespace hoist {
 
-Expected<Interrupt> Interrupt::create() {
+Expected<WakeFlag> WakeFlag::create() {
   // EFD_NONBLOCK: clear() must not block when the flag is already down.
   Fd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!fd) {
     return sys_error("create an eventfd");
   }
-  return Interrupt(std::move(fd));
+  return WakeFlag(std::move(fd));
 }
 
-void Interrupt::raise() const noexcept {
+void WakeFlag::raise() const noexcept {
   const std::uint64_t one = 1;
   // Can only fail when the counter would overflow, i.e. when it is raised already.
   [[maybe_unused]] const auto written = ::write(m_fd.get(), &one, sizeof one);
 }
 
-void Interrupt::clear() const noexcept {
+void WakeFlag::clear() const noexcept {
   std::uint64_t value = 0;
   [[maybe_unused]] const auto read = ::read(m_fd.get(), &value, sizeof value);
 }
 
-bool Interrupt::raised() const noexcept {
+bool WakeFlag::raised() const noexcept {
   return wait_for(std::chrono::milliseconds(0));
 }
 
-bool Interrupt::wait_for(std::chrono::milliseconds timeout) const noexcept {
+bool WakeFlag::wait_for(std::chrono::milliseconds timeout) const noexcept {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     const auto left =
