@@ -19,8 +19,8 @@
 #include "hoist/host/host_actions.hpp"
 #include "hoist/host/interruption.hpp"
 #include "hoist/host/program_output.hpp"
+#include "hoist/sys/stop_signals.hpp"
 #include "hoist/sys/system_bus.hpp"
-#include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/fd.hpp"
 #include "hoist/util/text.hpp"
@@ -135,7 +135,7 @@ std::string capped(std::string_view text) {
 
 // Waits for `events` on `fd` until `deadline`; false on a timeout or an interruption.
 bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline) {
-  const WakeFlag* interrupt = termination::interrupt();
+  const WakeFlag* interrupt = stop_signals::wake_flag();
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -403,7 +403,7 @@ HealthVerdict wait_until_healthy(const HealthPolicy& policy, const HealthProbes&
     }
     auto wait = soonest.count() > 0 ? std::min(pause, soonest) : pause;
     wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
-    if (const WakeFlag* interrupt = termination::interrupt(); interrupt != nullptr) {
+    if (const WakeFlag* interrupt = stop_signals::wake_flag(); interrupt != nullptr) {
       (void)interrupt->wait_for(wait);
     } else {
       ::usleep(static_cast<useconds_t>(wait.count() * 1000));

@@ -8,8 +8,8 @@
 #include "hoist/host/interruption.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/sys/mount_namespace.hpp"
+#include "hoist/sys/stop_signals.hpp"
 #include "hoist/sys/system_bus.hpp"
-#include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
 #include "reboot.hpp"
 #include "unit_restart.hpp"
@@ -46,7 +46,7 @@ std::string targets_of(const std::vector<SwitchedComponent>& components) {
 
 HostSteps::HostSteps(const Context& context, std::string command, HostActions actions, DryRun dry_run)
     : m_context(context), m_command(std::move(command)), m_actions(std::move(actions)), m_dry_run(dry_run) {
-  termination::install();
+  stop_signals::install();
 }
 
 HostSteps::~HostSteps() = default;

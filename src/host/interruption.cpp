@@ -1,14 +1,14 @@
 #include "hoist/host/interruption.hpp"
 
-#include "hoist/sys/termination.hpp"
+#include "hoist/sys/stop_signals.hpp"
 
 namespace hoist {
 
 void throw_if_interrupted(std::string_view step) {
-  if (termination::received() == 0) {
+  if (stop_signals::received() == 0) {
     return;
   }
-  throw Interrupted("stopped by " + std::string(termination::received_name()) + " before " + std::string(step));
+  throw Interrupted("stopped by " + std::string(stop_signals::received_name()) + " before " + std::string(step));
 }
 
 }  // namespace hoist

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "hoist/host/interruption.hpp"
+#include "hoist/sys/stop_signals.hpp"
 #include "hoist/sys/system_bus.hpp"
-#include "hoist/sys/termination.hpp"
 #include "hoist/util/error.hpp"
 #include "unit_restart.hpp"
 
@@ -148,8 +148,8 @@ std::optional<RebootRoute> reboot_through_logind(SystemBus& bus, const RebootOpt
       last_inhibitors = inhibitors;
     }
     const auto sleep = std::min<std::chrono::steady_clock::duration>(options.retry_interval, options.deadline - now);
-    (void)termination::interrupt()->wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(sleep) +
-                                             std::chrono::milliseconds(1));
+    (void)stop_signals::wake_flag()->wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(sleep) +
+                                              std::chrono::milliseconds(1));
   }
 }
 
@@ -232,13 +232,13 @@ void wait_for_reboot(std::chrono::steady_clock::time_point deadline, std::string
                      std::chrono::seconds timeout) {
   spdlog::info("waiting up to {} s for the host to go down (--reboot-timeout); the run after the boot confirms {}",
                timeout.count(), target);
-  const WakeFlag* interrupt = termination::interrupt();
+  const WakeFlag* interrupt = stop_signals::wake_flag();
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
-    if (termination::received() != 0) {
+    if (stop_signals::received() != 0) {
       // The host going down: not a success yet, and not 0 for SUC, which would
       // take the Job as done and move on while this node reboots.
-      throw Interrupted("stopped by " + std::string(termination::received_name()) +
+      throw Interrupted("stopped by " + std::string(stop_signals::received_name()) +
                         " while waiting for the reboot into " + std::string(target) +
                         " (the host is going down; the run after the boot checks it)");
     }

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "hoist/host/interruption.hpp"
-#include "hoist/sys/termination.hpp"
+#include "hoist/sys/stop_signals.hpp"
 #include "hoist/util/error.hpp"
 
 namespace hoist {
@@ -91,7 +91,7 @@ void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, s
     removed.clear();
     return false;
   };
-  auto waited = bus.wait_until(ours, std::chrono::steady_clock::now() + timeout, termination::interrupt());
+  auto waited = bus.wait_until(ours, std::chrono::steady_clock::now() + timeout, stop_signals::wake_flag());
   if (!waited) {
     throw Failure("failed to restart " + name + ": " + waited.error().message);
   }

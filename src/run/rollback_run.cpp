@@ -10,7 +10,7 @@
 #include "hoist/install/installer.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/run/host_truth.hpp"
-#include "hoist/sys/termination.hpp"
+#include "hoist/sys/stop_signals.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/log_fields.hpp"
 #include "run_lock.hpp"
@@ -76,7 +76,7 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   const HostRoot& root = context.root();
   const StateStore store(root, context.options.state_dir);
   // SIGTERM/SIGINT stop the run at its safe points (host integration).
-  termination::install();
+  stop_signals::install();
 
   const Lock lock = take_run_lock(context);
   // Host integration (reboot handshake, remount, restarts, reboot); declared

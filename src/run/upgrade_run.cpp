@@ -15,7 +15,7 @@
 #include "hoist/host/program_output.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/run/host_truth.hpp"
-#include "hoist/sys/termination.hpp"
+#include "hoist/sys/stop_signals.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
 #include "run_lock.hpp"
@@ -150,7 +150,7 @@ UpgradeRun::UpgradeRun(const Context& context, std::vector<UpgradeItem> items, c
       m_items(std::move(items)) {
   check_distinct(m_items, m_root);
   // SIGTERM/SIGINT stop the run at its safe points.
-  termination::install();
+  stop_signals::install();
   // A dry run takes no lock: it writes nothing (not even the lock file), and
   // every file it reads is replaced atomically by the runs that write them.
   if (m_dry_run == DryRun::no) {

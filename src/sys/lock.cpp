@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "hoist/sys/termination.hpp"
+#include "hoist/sys/stop_signals.hpp"
 #include "hoist/util/text.hpp"
 
 namespace hoist {
@@ -75,11 +75,11 @@ Expected<Lock> Lock::acquire(const HostRoot& root, const std::string& host_path,
       return SysError{message, ETIMEDOUT};
     }
     const auto pause = std::min<std::chrono::steady_clock::duration>(delay, deadline - now);
-    // SIGTERM/SIGINT end the wait at once (sys/termination.hpp), when handled.
-    if (const WakeFlag* stop = termination::interrupt(); stop != nullptr) {
+    // SIGTERM/SIGINT end the wait at once (sys/stop_signals.hpp), when handled.
+    if (const WakeFlag* stop = stop_signals::wake_flag(); stop != nullptr) {
       if (stop->wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(pause))) {
-        return SysError{"failed to lock " + in_quotes(shown) + ": stopped by " + std::string(termination::received_name()) +
-                            " while waiting for it",
+        return SysError{"failed to lock " + in_quotes(shown) + ": stopped by " +
+                            std::string(stop_signals::received_name()) + " while waiting for it",
                         EINTR};
       }
     } else {

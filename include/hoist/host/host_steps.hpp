@@ -46,7 +46,7 @@ inline constexpr const char* k_mount_namespace_env = "HOIST_HOST_MOUNT_NAMESPACE
 ///
 /// Create it after taking the lock: its destructor puts remounts back, which
 /// must happen before the lock is released. It installs the SIGTERM/SIGINT
-/// handlers (sys/termination.hpp) if the run has not already.
+/// handlers (sys/stop_signals.hpp) if the run has not already.
 class HostSteps {
  public:
   HostSteps(const Context& context, std::string command, HostActions actions, DryRun dry_run);

@@ -1,4 +1,4 @@
-#include "hoist/sys/termination.hpp"
+#include "hoist/sys/stop_signals.hpp"
 
 #include <signal.h>
 
@@ -8,7 +8,7 @@
 
 #include "hoist/util/error.hpp"
 
-namespace hoist::termination {
+namespace hoist::stop_signals {
 
 namespace {
 
@@ -56,7 +56,7 @@ bool installed() noexcept {
   return g_interrupt.load() != nullptr;
 }
 
-const WakeFlag* interrupt() noexcept {
+const WakeFlag* wake_flag() noexcept {
   return g_interrupt.load();
 }
 
@@ -80,4 +80,4 @@ void reset_for_test() {
   }
 }
 
-}  // namespace hoist::termination
+}  // namespace hoist::stop_signals

@@ -4,7 +4,7 @@
 
 #include "hoist/sys/wake_flag.hpp"
 
-namespace hoist::termination {
+namespace hoist::stop_signals {
 
 /// SIGTERM and SIGINT as a request to stop, not a kill: SUC deletes a Job whose
 /// Plan changed with SIGTERM, and the node's shutdown sends it to every process.
@@ -26,7 +26,7 @@ void install();
 [[nodiscard]] bool installed() noexcept;
 
 /// The WakeFlag the handlers raise; nullptr before install().
-[[nodiscard]] const WakeFlag* interrupt() noexcept;
+[[nodiscard]] const WakeFlag* wake_flag() noexcept;
 
 /// The signal received (SIGTERM or SIGINT), 0 when none was.
 [[nodiscard]] int received() noexcept;
@@ -38,4 +38,4 @@ void install();
 /// re-arms the handlers that SA_RESETHAND disarmed.
 void reset_for_test();
 
-}  // namespace hoist::termination
+}  // namespace hoist::stop_signals
