@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/sys/stop_signals.hpp"
 
 namespace stop_signals = hoist::stop_signals;

@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "hoist/host/host_actions.hpp"
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/host/program_output.hpp"
 #include "hoist/sys/stop_signals.hpp"
 #include "hoist/sys/system_bus.hpp"

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "hoist/host/boot_id.hpp"
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/sys/mount_namespace.hpp"
 #include "hoist/sys/stop_signals.hpp"

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/sys/stop_signals.hpp"
 #include "hoist/sys/system_bus.hpp"
 #include "hoist/util/error.hpp"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/sys/stop_signals.hpp"
 #include "hoist/util/error.hpp"
 

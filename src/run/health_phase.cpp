@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "hoist/host/boot_id.hpp"
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/host/writable_mounts.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/model/component.hpp"

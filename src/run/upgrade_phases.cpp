@@ -14,7 +14,7 @@
 
 #include "health_phase.hpp"
 #include "hoist/host/boot_id.hpp"
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/host/writable_mounts.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/run/progress_reporter.hpp"

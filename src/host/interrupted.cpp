@@ -1,4 +1,4 @@
-#include "hoist/host/interruption.hpp"
+#include "hoist/host/interrupted.hpp"
 
 #include "hoist/sys/stop_signals.hpp"
 
