@@ -7,7 +7,7 @@
 
 #include "hoist/sys/host_root.hpp"
 #include "hoist/sys/mount_namespace.hpp"
-#include "hoist/sys/remount.hpp"
+#include "hoist/sys/remount_one.hpp"
 #include "hoist/util/expected.hpp"
 #include "hoist/util/fd.hpp"
 

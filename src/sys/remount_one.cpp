@@ -1,4 +1,4 @@
-#include "hoist/sys/remount.hpp"
+#include "hoist/sys/remount_one.hpp"
 #include "hoist/util/text.hpp"
 
 #include <fcntl.h>
