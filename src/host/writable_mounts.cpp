@@ -61,13 +61,13 @@ std::vector<std::string> paths_written(ComponentKind kind, const std::string& de
 WritableMounts::WritableMounts(const HostRoot& root, const std::vector<std::string>& host_paths,
                                const std::string& namespace_path) {
   const std::optional<MountNamespace> host = host_namespace(namespace_path);
-  auto guard = RemountGuard::engage(root, host ? &*host : nullptr, host_paths);
-  if (!guard) {
-    throw Failure(guard.error().message);
+  auto holder = RemountHolder::engage(root, host ? &*host : nullptr, host_paths);
+  if (!holder) {
+    throw Failure(holder.error().message);
   }
-  m_guard.emplace(std::move(*guard));
+  m_holder.emplace(std::move(*holder));
   bool any = false;
-  for (const GuardedMount& mount : m_guard->mounts()) {
+  for (const HeldMount& mount : m_holder->mounts()) {
     if (!mount.changed) {
       spdlog::debug("remount: {} holds '{}' and is writable {}", mount.entry.describe(), mount.host_path,
                     view_name(mount.view));
@@ -98,21 +98,21 @@ WritableMounts::~WritableMounts() {
 }
 
 void WritableMounts::restore() {
-  if (!m_guard) {
+  if (!m_holder) {
     return;
   }
-  std::vector<GuardedMount> changed;
-  for (const GuardedMount& mount : m_guard->mounts()) {
+  std::vector<HeldMount> changed;
+  for (const HeldMount& mount : m_holder->mounts()) {
     if (mount.changed) {
       changed.push_back(mount);
     }
   }
-  auto restored = m_guard->restore();
-  m_guard.reset();
+  auto restored = m_holder->restore();
+  m_holder.reset();
   if (!restored) {
     throw Failure("failed to put a mount back read-only: " + restored.error().message);
   }
-  for (const GuardedMount& mount : changed) {
+  for (const HeldMount& mount : changed) {
     spdlog::info("remount: {} is read-only again {}", mount.entry.describe(), view_name(mount.view));
   }
 }

@@ -6,7 +6,7 @@
 
 #include "hoist/model/component.hpp"
 #include "hoist/sys/host_root.hpp"
-#include "hoist/sys/remount_guard.hpp"
+#include "hoist/sys/remount_holder.hpp"
 
 namespace hoist {
 
@@ -21,7 +21,7 @@ std::vector<std::string> paths_written(ComponentKind kind, const std::string& de
 /// enter it (`namespace_path`, /proc/1/ns/mnt in a hostPID pod), else in its
 /// own, which the log says. Read-only again on restore() and, at the latest,
 /// on destruction (so also after a failure or SIGTERM), and even after a
-/// SIGKILL of this process (RemountGuard's helper).
+/// SIGKILL of this process (RemountHolder's helper).
 class WritableMounts {
  public:
   /// Finds the mounts of `host_paths` and makes the read-only ones writable,
@@ -39,7 +39,7 @@ class WritableMounts {
   void restore();
 
  private:
-  std::optional<RemountGuard> m_guard;
+  std::optional<RemountHolder> m_holder;
 };
 
 }  // namespace hoist

@@ -6,7 +6,7 @@
 //   ready                  every path is done
 //   error <message>        it gave up (and restored what it had changed)
 //   restored | restore-error <message>   after the pipe closed
-#include "hoist/sys/remount_guard.hpp"
+#include "hoist/sys/remount_holder.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -229,20 +229,20 @@ MountEntry entry_from(const Fields& f) {
 
 }  // namespace
 
-RemountGuard::RemountGuard(RemountGuard&& other) noexcept
+RemountHolder::RemountHolder(RemountHolder&& other) noexcept
     : m_helper(std::exchange(other.m_helper, -1)),
       m_command(std::move(other.m_command)),
       m_report(std::move(other.m_report)),
       m_mounts(std::move(other.m_mounts)),
       m_local(std::move(other.m_local)) {}
 
-RemountGuard::~RemountGuard() {
+RemountHolder::~RemountHolder() {
   (void)restore();
 }
 
-Expected<RemountGuard> RemountGuard::engage(const HostRoot& root, const MountNamespace* host_namespace,
-                                            const std::vector<std::string>& host_paths) {
-  RemountGuard guard;
+Expected<RemountHolder> RemountHolder::engage(const HostRoot& root, const MountNamespace* host_namespace,
+                                              const std::vector<std::string>& host_paths) {
+  RemountHolder holder;
   Fd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!proc) {
     return sys_error("open '/proc'");
@@ -252,12 +252,12 @@ Expected<RemountGuard> RemountGuard::engage(const HostRoot& root, const MountNam
   if (::pipe2(command, O_CLOEXEC) != 0) {
     return sys_error("create the remount helper's pipe");
   }
-  guard.m_command.reset(command[1]);
+  holder.m_command.reset(command[1]);
   Fd command_read(command[0]);
   if (::pipe2(report, O_CLOEXEC) != 0) {
     return sys_error("create the remount helper's pipe");
   }
-  guard.m_report.reset(report[0]);
+  holder.m_report.reset(report[0]);
   Fd report_write(report[1]);
 
   const pid_t pid = ::fork();
@@ -265,19 +265,19 @@ Expected<RemountGuard> RemountGuard::engage(const HostRoot& root, const MountNam
     return sys_error("fork the remount helper");
   }
   if (pid == 0) {
-    guard.m_command.reset();
-    guard.m_report.reset();
+    holder.m_command.reset();
+    holder.m_report.reset();
     helper_main(command_read.get(), report_write.get(), proc.get(), root, host_namespace, host_paths);
   }
-  guard.m_helper = pid;
+  holder.m_helper = pid;
   command_read.reset();
   report_write.reset();
 
   std::string buffer;
   for (;;) {
-    auto line = receive(guard.m_report.get(), buffer);
+    auto line = receive(holder.m_report.get(), buffer);
     if (!line || line->empty()) {
-      (void)guard.restore();
+      (void)holder.restore();
       return SysError{"failed to remount: the remount helper ended without a report", EIO};
     }
     const Fields& f = *line;
@@ -285,17 +285,17 @@ Expected<RemountGuard> RemountGuard::engage(const HostRoot& root, const MountNam
       break;
     }
     if (f[0] == "error") {
-      (void)guard.restore();
+      (void)holder.restore();
       return SysError{f.size() > 1 ? f[1] : "failed to remount", EIO};
     }
     if (f[0] == "mount" && f.size() == 14) {
-      GuardedMount mount;
+      HeldMount mount;
       mount.host_path = f[1];
       mount.view = host_namespace != nullptr ? MountView::host : MountView::own;
       mount.entry = entry_from(f);
       mount.changed = f[5] == "1";
       mount.scope = f[6] == "mount" ? RemountScope::mount : RemountScope::filesystem;
-      guard.m_mounts.push_back(mount);
+      holder.m_mounts.push_back(mount);
       if (host_namespace == nullptr) {
         continue;
       }
@@ -305,7 +305,7 @@ Expected<RemountGuard> RemountGuard::engage(const HostRoot& root, const MountNam
       struct stat st {};
       if (!fd || ::fstat(fd->get(), &st) != 0 || std::to_string(st.st_dev) != f[3] ||
           std::to_string(st.st_ino) != f[4]) {
-        (void)guard.restore();
+        (void)holder.restore();
         return SysError{"failed to remount for " + in_quotes(f[1]) + ": the host's " + in_quotes(ancestor) + " (on mount " +
                             mount.entry.describe() + ") is not what '" + root.display(ancestor) +
                             "' is here: this mount namespace does not see that mount (mounted after the pod "
@@ -314,50 +314,50 @@ Expected<RemountGuard> RemountGuard::engage(const HostRoot& root, const MountNam
       }
       auto own = mount_of(proc.get(), fd->get(), root.display(ancestor));
       if (!own) {
-        (void)guard.restore();
+        (void)holder.restore();
         return own.error();
       }
-      const bool known = std::any_of(guard.m_local.begin(), guard.m_local.end(),
+      const bool known = std::any_of(holder.m_local.begin(), holder.m_local.end(),
                                      [&](const LocalChange& c) { return c.entry.id == own->id; });
       if ((own->mount_read_only || own->filesystem_read_only) && !known) {
         auto mount_root = open_mount_root(*own);
         if (!mount_root) {
-          (void)guard.restore();
+          (void)holder.restore();
           return mount_root.error();
         }
         // Only our copy's own flag: the filesystem is the helper's business.
         own->filesystem_read_only = false;
         auto scope = remount_writable(*own, mount_root->get());
         if (!scope) {
-          (void)guard.restore();
+          (void)holder.restore();
           return scope.error();
         }
-        guard.m_local.push_back({*own, *scope, std::move(*mount_root)});
+        holder.m_local.push_back({*own, *scope, std::move(*mount_root)});
         if (auto again = mount_of(proc.get(), fd->get(), root.display(ancestor));
             !again || again->mount_read_only || again->filesystem_read_only) {
-          (void)guard.restore();
+          (void)holder.restore();
           return SysError{"failed to make " + own->describe() +
                               " writable in this mount namespace: it is still "
                               "read-only after the remount",
                           EROFS};
         }
-        GuardedMount local;
+        HeldMount local;
         local.host_path = f[1];
         local.view = MountView::own;
         local.entry = *own;
         local.changed = true;
         local.scope = *scope;
-        guard.m_mounts.push_back(local);
+        holder.m_mounts.push_back(local);
       }
       continue;
     }
-    (void)guard.restore();
+    (void)holder.restore();
     return SysError{"failed to remount: unexpected report from the remount helper", EIO};
   }
-  return guard;
+  return holder;
 }
 
-Expected<void> RemountGuard::restore() {
+Expected<void> RemountHolder::restore() {
   std::string errors;
   for (auto it = m_local.rbegin(); it != m_local.rend(); ++it) {
     if (auto done = remount_read_only(it->entry, it->scope, it->mount_root.get()); !done) {

@@ -20,7 +20,7 @@ enum class MountView {
 };
 
 /// One mount that holds a path hoist writes.
-struct GuardedMount {
+struct HeldMount {
   std::string host_path;  ///< the path asked for
   MountView view = MountView::own;
   MountEntry entry;      ///< the mount, as the table of `view` showed it before any change
@@ -48,22 +48,22 @@ struct GuardedMount {
 /// existing directory must be the same inode in both views, else the pod does
 /// not see the host's mount at all (mounted after the pod started) and writing
 /// through `root` would land on the wrong filesystem: that is refused.
-class RemountGuard {
+class RemountHolder {
  public:
   /// `host_namespace`: the host's mount namespace, or nullptr to work in our
   /// own. `root` is the host root (resolving paths in our own namespace); in
   /// the host's namespace the helper resolves them from its root `/`.
-  static Expected<RemountGuard> engage(const HostRoot& root, const MountNamespace* host_namespace,
-                                       const std::vector<std::string>& host_paths);
+  static Expected<RemountHolder> engage(const HostRoot& root, const MountNamespace* host_namespace,
+                                        const std::vector<std::string>& host_paths);
 
-  RemountGuard(RemountGuard&& other) noexcept;
-  RemountGuard& operator=(RemountGuard&&) = delete;
-  RemountGuard(const RemountGuard&) = delete;
+  RemountHolder(RemountHolder&& other) noexcept;
+  RemountHolder& operator=(RemountHolder&&) = delete;
+  RemountHolder(const RemountHolder&) = delete;
   /// restore(), its errors dropped: call restore() to see them.
-  ~RemountGuard();
+  ~RemountHolder();
 
   /// The mounts found, in the order of the paths.
-  [[nodiscard]] const std::vector<GuardedMount>& mounts() const noexcept { return m_mounts; }
+  [[nodiscard]] const std::vector<HeldMount>& mounts() const noexcept { return m_mounts; }
 
   /// Puts back read-only what was made writable (our own copies first, then
   /// the helper's), and waits for the helper to exit. Later calls do nothing.
@@ -75,12 +75,12 @@ class RemountGuard {
     RemountScope scope;
     Fd mount_root;
   };
-  RemountGuard() = default;
+  RemountHolder() = default;
 
   pid_t m_helper = -1;
   Fd m_command;  ///< write end: closing it tells the helper to restore
   Fd m_report;   ///< read end: the helper's report lines
-  std::vector<GuardedMount> m_mounts;
+  std::vector<HeldMount> m_mounts;
   std::vector<LocalChange> m_local;
 };
 
