@@ -135,7 +135,7 @@ class ObjectReader {
 
 // Runs `parse` on a value and reports its UsageError at `path`.
 template <typename F>
-auto checked(const ObjectReader& reader, const std::string& path, F&& parse) {
+auto parse_at(const ObjectReader& reader, const std::string& path, F&& parse) {
   try {
     return parse();
   } catch (const UsageError& e) {
@@ -173,13 +173,13 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   Manifest manifest;
   if (top.has("version_scheme")) {
     const std::string name = top.string("version_scheme", true);
-    manifest.version_scheme = checked(top, "$.version_scheme", [&] { return parse_version_scheme(name); });
+    manifest.version_scheme = parse_at(top, "$.version_scheme", [&] { return parse_version_scheme(name); });
   }
   manifest.version = top.string("version", false);
   manifest.health_checks = top.strings("health_checks");
   if (!manifest.version.empty()) {
-    checked(top, "$.version",
-            [&] { return Version::parse(manifest.version_scheme.value_or(VersionScheme::semver), manifest.version); });
+    parse_at(top, "$.version",
+             [&] { return Version::parse(manifest.version_scheme.value_or(VersionScheme::semver), manifest.version); });
   }
 
   const json& components = top.array("components");
@@ -196,7 +196,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
                               "installed_version_from", "allow_minor_skip", "health_checks"});
     ComponentSpec spec;
     spec.name = entry.string("name", true);
-    checked(entry, entry.at("name"), [&] {
+    parse_at(entry, entry.at("name"), [&] {
       validate_component_name(spec.name);
       return 0;
     });
@@ -204,19 +204,19 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       entry.fail(entry.at("name"), "component '" + spec.name + "' is listed twice (first at " + it->second + ")");
     }
     const std::string kind = entry.string("kind", true);
-    spec.kind = checked(entry, entry.at("kind"), [&] { return parse_component_kind(kind); });
+    spec.kind = parse_at(entry, entry.at("kind"), [&] { return parse_component_kind(kind); });
     spec.source = container_path(base, entry.string("source", true));
     spec.destination = entry.string("destination", true);
     spec.version_scheme = manifest.version_scheme.value_or(VersionScheme::semver);
     if (entry.has("version_scheme")) {
       const std::string name = entry.string("version_scheme", true);
-      spec.version_scheme = checked(entry, entry.at("version_scheme"), [&] { return parse_version_scheme(name); });
+      spec.version_scheme = parse_at(entry, entry.at("version_scheme"), [&] { return parse_version_scheme(name); });
     }
     const std::string own = entry.string("version", false);
     manifest.own_version.push_back(!own.empty());
     spec.payload_version = own.empty() ? manifest.version : own;
     if (!spec.payload_version.empty()) {
-      checked(entry, own.empty() ? std::string("$.version") : entry.at("version"), [&] {
+      parse_at(entry, own.empty() ? std::string("$.version") : entry.at("version"), [&] {
         validate_version_name(spec.payload_version);
         return Version::parse(spec.version_scheme, spec.payload_version);
       });
@@ -225,7 +225,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     spec.allow_minor_skip = entry.boolean("allow_minor_skip") ? AllowMinorSkip::yes : AllowMinorSkip::no;
     if (const std::string from = entry.string("installed_version_from", false); !from.empty()) {
       spec.installed_version_from =
-          checked(entry, entry.at("installed_version_from"), [&] { return parse_installed_version_from(from); });
+          parse_at(entry, entry.at("installed_version_from"), [&] { return parse_installed_version_from(from); });
     }
     spec.health_checks = entry.strings("health_checks");
     spec.keep = entry.positive("keep").value_or(k_default_keep);
@@ -234,7 +234,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     spec.sha256sums = container_path(base, entry.string("sha256sums", false));
     spec.signature = container_path(base, entry.string("signature", false));
     spec.public_key = container_path(base, entry.string("public_key", false));
-    checked(entry, where, [&] {
+    parse_at(entry, where, [&] {
       validate_spec(spec);
       return 0;
     });
