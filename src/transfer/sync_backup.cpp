@@ -44,7 +44,7 @@ Fd make_directories(int root, std::string_view relpath, const std::string& displ
     if (::mkdirat(current.get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
       throw Failure(system_message("create directory " + in_quotes(path), errno));
     }
-    current = checked(open_directory(current.get(), name.c_str(), path));
+    current = unwrap(open_directory(current.get(), name.c_str(), path));
   }
   return current;
 }
@@ -52,7 +52,9 @@ Fd make_directories(int root, std::string_view relpath, const std::string& displ
 }  // namespace
 
 SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
-    : m_display(std::move(backup_display)), m_tag(random_token(16)), m_backup(checked(reopen_directory(backup_dir, m_display))) {
+    : m_display(std::move(backup_display)),
+      m_tag(random_token(16)),
+      m_backup(unwrap(reopen_directory(backup_dir, m_display))) {
   struct stat st {};
   if (::fstat(m_backup.get(), &st) != 0) {
     throw Failure(system_message("stat " + in_quotes(m_display), errno));
@@ -62,7 +64,7 @@ SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
   if (::mkdirat(m_backup.get(), k_kept_tree_name, 0700) != 0) {
     throw Failure(system_message("create directory " + in_quotes(m_display + "/" + k_kept_tree_name), errno));
   }
-  m_tree = checked(open_directory(m_backup.get(), k_kept_tree_name, m_display + "/" + k_kept_tree_name));
+  m_tree = unwrap(open_directory(m_backup.get(), k_kept_tree_name, m_display + "/" + k_kept_tree_name));
   m_journal.reset(::openat(m_backup.get(), k_journal_name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600));
   if (!m_journal) {
     throw Failure(system_message("create " + in_quotes(m_display + "/" + k_journal_name), errno));
@@ -75,7 +77,7 @@ void SyncJournal::write_record(const SyncRecord& record) {
   std::string text = m_tag_recorded ? std::string() : encode_sync_record({SyncRecord::Kind::temporaries, m_tag, {}}) + '\0';
   m_tag_recorded = true;
   text += encode_sync_record(record);
-  checked(write_all(m_journal.get(), std::string_view(text.c_str(), text.size() + 1), m_display + "/" + k_journal_name));
+  unwrap(write_all(m_journal.get(), std::string_view(text.c_str(), text.size() + 1), m_display + "/" + k_journal_name));
 }
 
 int SyncJournal::container(std::string_view relpath) {
@@ -97,10 +99,10 @@ void SyncJournal::before_change(std::string_view relpath, int dest_dir) {
   if (::fstat(dest_dir, &st) != 0) {
     throw Failure(system_message("stat the directory " + in_quotes(relpath), errno));
   }
-  const Xattrs xattrs = checked(read_xattrs(NodeRef{-1, nullptr, dest_dir}, relpath));
+  const Xattrs xattrs = unwrap(read_xattrs(NodeRef{-1, nullptr, dest_dir}, relpath));
   // The old owner, mode and xattrs live on an empty directory at the same path in the backup.
-  checked(apply_metadata(NodeRef{-1, nullptr, container(relpath)}, NodeMeta::from_stat(st), xattrs,
-                         ExistingXattrs::reconcile, display));
+  unwrap(apply_metadata(NodeRef{-1, nullptr, container(relpath)}, NodeMeta::from_stat(st), xattrs,
+                        ExistingXattrs::reconcile, display));
   write_record(SyncRecord{SyncRecord::Kind::directory, std::string(relpath), st.st_mtim});
 }
 
@@ -137,11 +139,11 @@ void SyncJournal::keep_by_rename(int dest_dir, const std::string& name, std::str
 }  // namespace transfer
 
 void restore_sync_backup(int dest_dir, int backup_dir) {
-  using transfer::checked;
   using transfer::split_parent;
+  using transfer::unwrap;
   const std::string dest_display = fd_display(dest_dir);
   const std::string backup_display = fd_display(backup_dir);
-  const Fd backup = checked(reopen_directory(backup_dir, backup_display));
+  const Fd backup = unwrap(reopen_directory(backup_dir, backup_display));
   const std::string journal_display = backup_display + "/" + transfer::k_journal_name;
   auto read = read_file_at(backup.get(), transfer::k_journal_name, journal_display, size_t{1} << 32U);
   if (!read && read.error().errnum == ENOENT) {
@@ -159,9 +161,9 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
   const auto is_temporary = [&tag](std::string_view name) {
     return tag.empty() ? name.starts_with(k_temp_prefix) : is_temporary_name(name, tag);
   };
-  const Fd tree_root = checked(
+  const Fd tree_root = unwrap(
       open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name));
-  const Fd dest = checked(reopen_directory(dest_dir, dest_display));
+  const Fd dest = unwrap(reopen_directory(dest_dir, dest_display));
   DirCursor dests(dest.get(), dest_display);
   DirCursor kept(tree_root.get(), backup_display + "/" + transfer::k_kept_tree_name);
   auto dest_path = [&](std::string_view relpath) {
@@ -178,15 +180,15 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
     }
     const std::string_view relpath = record->relpath;
     if (record->kind == SyncRecord::Kind::directory) {
-      const int dir = checked(dests.open_if_present(relpath));
-      const int old = checked(kept.open_if_present(relpath));
+      const int dir = unwrap(dests.open_if_present(relpath));
+      const int old = unwrap(kept.open_if_present(relpath));
       if (dir < 0 || old < 0) {
         continue;
       }
       // Every temporary of the sync was made after its directory's D record: a killed sync's are found here.
-      for (const DirEntry& entry : checked(read_directory(dir, dest_path(relpath)))) {
+      for (const DirEntry& entry : unwrap(read_directory(dir, dest_path(relpath)))) {
         if (is_temporary(entry.name)) {
-          checked(remove_tree(dir, entry.name.c_str(), dest_path(join_path(relpath, entry.name))));
+          unwrap(remove_tree(dir, entry.name.c_str(), dest_path(join_path(relpath, entry.name))));
         }
       }
       struct stat st {};
@@ -195,20 +197,20 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
       }
       NodeMeta meta = NodeMeta::from_stat(st);
       meta.mtime = record->mtime;
-      checked(apply_metadata(NodeRef{-1, nullptr, dir}, meta, checked(read_xattrs(NodeRef{-1, nullptr, old}, relpath)),
-                             ExistingXattrs::reconcile, dest_path(relpath)));
+      unwrap(apply_metadata(NodeRef{-1, nullptr, dir}, meta, unwrap(read_xattrs(NodeRef{-1, nullptr, old}, relpath)),
+                            ExistingXattrs::reconcile, dest_path(relpath)));
       continue;
     }
     const auto [parent, name_view] = split_parent(relpath);
     const std::string name(name_view);
-    const int dir = checked(dests.open_if_present(parent));
+    const int dir = unwrap(dests.open_if_present(parent));
     if (dir < 0) {
       continue;
     }
     if (record->kind == SyncRecord::Kind::added) {
-      checked(remove_tree(dir, name.c_str(), dest_path(relpath)));
+      unwrap(remove_tree(dir, name.c_str(), dest_path(relpath)));
     } else {
-      const int old_dir = checked(kept.open_if_present(parent));
+      const int old_dir = unwrap(kept.open_if_present(parent));
       struct stat old {};
       if (old_dir < 0 || ::fstatat(old_dir, name.c_str(), &old, AT_SYMLINK_NOFOLLOW) != 0) {
         continue;  // killed between the record and the keeping: the destination still has the old entry
@@ -218,7 +220,7 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
       // rename replaces a non-directory atomically; a directory in the way (or a directory
       // coming back) needs the way cleared first.
       if (present && (S_ISDIR(now.st_mode) || S_ISDIR(old.st_mode))) {
-        checked(remove_tree(dir, name.c_str(), dest_path(relpath)));
+        unwrap(remove_tree(dir, name.c_str(), dest_path(relpath)));
       }
       if (::renameat(old_dir, name.c_str(), dir, name.c_str()) != 0) {
         throw Failure(system_message("put back " + in_quotes(dest_path(relpath)), errno));

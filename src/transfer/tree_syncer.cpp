@@ -59,7 +59,7 @@ class TreeSyncer : PayloadWalk {
     if (payload.type() != PayloadType::directory) {
       throw UsageError("cannot sync " + in_quotes(payload.path().string()) + " in place: the sync kind takes a directory");
     }
-    m_dest = checked(reopen_directory(dest_dir, m_dest_display));
+    m_dest = unwrap(reopen_directory(dest_dir, m_dest_display));
     struct stat st {};
     if (::fstat(m_dest.get(), &st) != 0) {
       throw Failure(system_message("stat " + in_quotes(m_dest_display), errno));
@@ -76,7 +76,7 @@ class TreeSyncer : PayloadWalk {
   TransferStats run() {
     auto root = std::make_shared<DirNode>();
     root->source = open_payload_root(m_payload);
-    root->dest = checked(reopen_directory(m_dest.get(), m_dest_display));
+    root->dest = unwrap(reopen_directory(m_dest.get(), m_dest_display));
     DirRecord record{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev), false};
     if (differs_from_dest(record, root->dest.get()) && !m_dry) {
       m_journal->before_change("", root->dest.get());
@@ -114,7 +114,7 @@ class TreeSyncer : PayloadWalk {
     }
     return !same_attributes(record.dir.meta, NodeMeta::from_stat(st)) ||
            !same_xattrs(record.dir.xattrs,
-                        checked(read_xattrs(NodeRef{-1, nullptr, dest_dir}, dest_display(record.relpath))));
+                        unwrap(read_xattrs(NodeRef{-1, nullptr, dest_dir}, dest_display(record.relpath))));
   }
 
   void before_change(const DirFds& fds) {
@@ -129,9 +129,9 @@ class TreeSyncer : PayloadWalk {
     auto node = std::make_shared<DirNode>();
     node->relpath = join_path(parent->relpath, name);
     node->fresh = fresh;
-    node->source = checked(open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)));
+    node->source = unwrap(open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)));
     if (!m_dry || !made) {
-      node->dest = checked(open_directory(parent->dest.get(), name.c_str(), dest_display(node->relpath)));
+      node->dest = unwrap(open_directory(parent->dest.get(), name.c_str(), dest_display(node->relpath)));
     }
     parent.reset();
     DirRecord record{node->relpath, read_dir_meta(node->source.get(), payload_display(node->relpath)), made};
@@ -152,7 +152,7 @@ class TreeSyncer : PayloadWalk {
   void sync_entries(std::shared_ptr<DirNode> node) {
     const DirFds fds = node->fds();
     const std::string display = payload_display(fds.relpath);
-    auto entries = checked(read_directory(fds.source, display));
+    auto entries = unwrap(read_directory(fds.source, display));
     sort_by_inode(entries);
     std::unordered_set<std::string_view> names;
     names.reserve(entries.size());
@@ -191,7 +191,7 @@ class TreeSyncer : PayloadWalk {
   /// Lists what the payload does not have. A name with hoist's temporary prefix is the host's like any other
   /// (a killed sync's temporaries are gone with its restore): only this sync's own are skipped.
   void find_extras(const DirFds& fds, const std::unordered_set<std::string_view>& names) {
-    for (const DirEntry& entry : checked(read_directory(fds.dest, dest_display(fds.relpath)))) {
+    for (const DirEntry& entry : unwrap(read_directory(fds.dest, dest_display(fds.relpath)))) {
       const std::string relpath = join_path(fds.relpath, entry.name);
       if (names.count(entry.name) > 0 || (m_journal && is_temporary_name(entry.name, m_journal->tag()))) {
         continue;
@@ -346,19 +346,18 @@ class TreeSyncer : PayloadWalk {
   void sync_link_group(size_t first, size_t end, DirCursor& sources, DirCursor& dests) {
     const LinkMember& lead = m_links[first];
     const std::string lead_path = join_path(lead.parent, lead.name);
-    DirFds fds{checked(sources.open(lead.parent)), checked(dests.open_if_present(lead.parent)), lead.parent,
-               lead.fresh};
+    DirFds fds{unwrap(sources.open(lead.parent)), unwrap(dests.open_if_present(lead.parent)), lead.parent, lead.fresh};
     const Outcome lead_outcome = sync_entry(fds, lead.name, lead.st);
     // After sync_entry the lead's name holds the payload's inode (in a dry run, the old one).
     const ExistingNode lead_now = stat_existing(fds.dest, lead.name.c_str(), dest_display(lead_path));
     Fd lead_dir;
     if (!m_dry) {
-      lead_dir = checked(reopen_directory(fds.dest, dest_display(lead.parent)));
+      lead_dir = unwrap(reopen_directory(fds.dest, dest_display(lead.parent)));
     }
     for (size_t i = first + 1; i < end; ++i) {
       const LinkMember& member = m_links[i];
       const std::string relpath = join_path(member.parent, member.name);
-      DirFds member_fds{-1, checked(dests.open_if_present(member.parent)), member.parent, member.fresh};
+      DirFds member_fds{-1, unwrap(dests.open_if_present(member.parent)), member.parent, member.fresh};
       const ExistingNode existing = stat_existing(member_fds.dest, member.name.c_str(), dest_display(relpath));
       const bool same_inode = existing.present && lead_now.present && existing.st.st_dev == lead_now.st.st_dev &&
                               existing.st.st_ino == lead_now.st.st_ino;
@@ -388,7 +387,7 @@ class TreeSyncer : PayloadWalk {
     sort_deepest_first(m_deletions, [](const Deletion& d) { return join_path(d.parent, d.name); });
     DirCursor dests(m_dest.get(), m_dest_display);
     for (const Deletion& deletion : m_deletions) {
-      const int dir = checked(dests.open_if_present(deletion.parent));
+      const int dir = unwrap(dests.open_if_present(deletion.parent));
       if (dir < 0) {
         continue;
       }
@@ -405,9 +404,9 @@ class TreeSyncer : PayloadWalk {
       if (!record.made && !m_journal->changed(record.relpath)) {
         continue;
       }
-      const int fd = checked(dests.open(record.relpath));
-      checked(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, ExistingXattrs::reconcile,
-                             dest_display(record.relpath)));
+      const int fd = unwrap(dests.open(record.relpath));
+      unwrap(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, ExistingXattrs::reconcile,
+                            dest_display(record.relpath)));
       m_counters.poll();
     }
   }

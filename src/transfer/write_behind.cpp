@@ -87,8 +87,8 @@ void WriteBehind::finish(File& file, std::string_view data) {
     done += static_cast<size_t>(n);
   }
   m_counters.count_written(data.size());
-  checked(apply_metadata(NodeRef{-1, nullptr, file.fd.get()}, file.meta, file.xattrs, ExistingXattrs::none,
-                         m_display(file.path), &file.initial));
+  unwrap(apply_metadata(NodeRef{-1, nullptr, file.fd.get()}, file.meta, file.xattrs, ExistingXattrs::none,
+                        m_display(file.path), &file.initial));
   file.fd.reset();
 }
 
