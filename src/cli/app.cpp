@@ -33,7 +33,7 @@ std::string refuse_control_characters(const std::string& value) {
   return has_control_character(value) ? in_quotes(value) + " must not contain control characters" : "";
 }
 
-void add_global_options(CLI::App& app, GlobalOptions& options) {
+void add_global_options(CLI::App& app, GlobalOptions& options, LogOptions& log) {
   const CLI::Validator path_text(refuse_control_characters, "", "path");
   app.add_option("--host-root", options.host_root,
                  "the host's root as this process sees it (default: /host when it exists, else /)")
@@ -48,14 +48,14 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   const std::map<std::string, LogFormat> formats{{"text", LogFormat::text}, {"json", LogFormat::json}};
-  app.add_option("--log-format", options.log_format, "text for people, json for log collectors")
+  app.add_option("--log-format", log.format, "text for people, json for log collectors")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
       ->option_text("text|json (default: text)");
   app.add_option("--metrics-file", options.metrics_file,
                  "after upgrade and rollback, write the node's metrics in Prometheus' text format to this host "
                  "path (node-exporter's textfile collector reads *.prom)")
       ->check(path_text);
-  app.add_flag("-v,--verbose", options.verbosity, "more detail (-vv for trace)");
+  app.add_flag("-v,--verbose", log.verbosity, "more detail (-vv for trace)");
 }
 
 // CLI11 takes the next word as the value of `--opt=` (an empty value): `--restart= --dry-run` (an empty variable in a
@@ -252,8 +252,8 @@ class CommandLine {
     // Global options are accepted after the subcommand too (`hoist status --host-root X`).
     m_app.fallthrough();
     m_app.set_help_all_flag("--help-all", "help for every command");
-    add_global_options(m_app, context.options);
-    m_commands = make_commands();
+    add_global_options(m_app, context.options, log);
+    m_commands = make_commands(log);
     for (auto& command : m_commands) {
       m_by_subcommand[command->add_to(m_app)] = command.get();
     }
@@ -299,6 +299,7 @@ class CommandLine {
   }
 
   Context context;
+  LogOptions log;  ///< the cli's own: no room below it logs by format
 
  private:
   CLI::App m_app;
@@ -319,7 +320,7 @@ int main(int argc, char** argv) {
     return *code;
   }
   Context& context = line.context;
-  setup_logging(context.options.log_format, context.options.verbosity);
+  setup_logging(line.log.format, line.log.verbosity);
   const auto [selected, name] = line.selected();
   try {
     context.env = process_environment();

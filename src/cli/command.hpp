@@ -16,6 +16,8 @@ struct Context;
 
 namespace hoist::cli {
 
+struct LogOptions;
+
 /// One subcommand of `hoist`, ninja-style: a table of these (commands.cpp) is the
 /// whole CLI. A command registers its subcommand and options on the CLI11 app,
 /// binding them to its own members, and runs once the global context is set up.
@@ -37,7 +39,7 @@ class Command {
   [[nodiscard]] virtual std::vector<std::string> rolled_back() const { return {}; }
 };
 
-/// The table of commands, in `--help` order.
-std::vector<std::unique_ptr<Command>> make_commands();
+/// The table of commands, in `--help` order. `log` is filled when the command line is parsed, before a command runs.
+std::vector<std::unique_ptr<Command>> make_commands(const LogOptions& log);
 
 }  // namespace hoist::cli

@@ -3,6 +3,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -56,6 +58,10 @@ void setup_logging(LogFormat format, int verbosity) {
   logger->set_level(verbosity >= 2 ? spdlog::level::trace : verbosity == 1 ? spdlog::level::debug : spdlog::level::info);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
+}
+
+ProgressStyle progress_style_for_stderr(LogFormat format) {
+  return format == LogFormat::text && ::isatty(STDERR_FILENO) == 1 ? ProgressStyle::bar : ProgressStyle::lines;
 }
 
 }  // namespace hoist::cli

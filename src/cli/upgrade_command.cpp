@@ -15,6 +15,7 @@
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
 #include "host_action_options.hpp"
+#include "logging.hpp"
 #include "node_ready.hpp"
 
 namespace hoist::cli {
@@ -76,6 +77,8 @@ void print_preview(const UpgradePreview& preview) {
 
 class UpgradeCommand final : public Command {
  public:
+  explicit UpgradeCommand(const LogOptions& log) : m_log(log) {}
+
   CLI::App* add_to(CLI::App& app) override {
     m_app = app.add_subcommand("upgrade", "verify, stage and switch to a new version of one or more components");
     m_app->add_option("--component", m_spec.name, "the component's name ([a-z0-9][a-z0-9._-]*)");
@@ -221,7 +224,7 @@ class UpgradeCommand final : public Command {
         return NodeView::from_json(own_node->read(std::chrono::steady_clock::now() + k_node_timeout)).kubelet_version;
       };
     }
-    options.progress = progress_style_for_stderr(context.options.log_format);
+    options.progress = progress_style_for_stderr(m_log.format);
     options.durability = default_durability();
     options.host = m_host.actions(context);
     options.max_unpacked_bytes = m_max_unpacked_bytes;
@@ -251,6 +254,7 @@ class UpgradeCommand final : public Command {
     }
   }
 
+  const LogOptions& m_log;
   CLI::App* m_app = nullptr;
   ComponentSpec m_spec;
   std::string m_kind;
@@ -279,8 +283,8 @@ class UpgradeCommand final : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> make_upgrade_command() {
-  return std::make_unique<UpgradeCommand>();
+std::unique_ptr<Command> make_upgrade_command(const LogOptions& log) {
+  return std::make_unique<UpgradeCommand>(log);
 }
 
 }  // namespace hoist::cli

@@ -40,10 +40,6 @@ int terminal_width(std::FILE* out) {
 
 }  // namespace
 
-ProgressStyle progress_style_for_stderr(LogFormat format) {
-  return format == LogFormat::text && ::isatty(STDERR_FILENO) == 1 ? ProgressStyle::bar : ProgressStyle::lines;
-}
-
 std::string format_bytes(uint64_t bytes) {
   constexpr const char* k_units[] = {"KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) {

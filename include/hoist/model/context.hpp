@@ -9,17 +9,14 @@
 
 namespace hoist {
 
-enum class LogFormat { text, json };
-
-/// The options every command shares (README.md, "The command line").
+/// The options every command shares (README.md, "The command line"). How hoist
+/// logs (`--log-format`, `-v`) is the command line's own business, not here.
 struct GlobalOptions {
   std::string host_root;  ///< empty: /host when it exists, else /
   std::string state_dir = "/var/lib/hoist";
   std::string lock_file = "/run/hoist/hoist.lock";
   double lock_timeout_seconds = 300;
-  LogFormat log_format = LogFormat::text;
   std::string metrics_file;  ///< host path; empty: no metrics
-  int verbosity = 0;
 
   [[nodiscard]] std::chrono::milliseconds lock_timeout() const {
     return std::chrono::milliseconds(static_cast<long long>(lock_timeout_seconds * 1000));

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <string>
 
-#include "hoist/model/context.hpp"
 #include "hoist/transfer/transfer.hpp"
 
 namespace hoist {
@@ -16,9 +15,6 @@ enum class ProgressStyle {
   lines,  ///< one log line every few seconds (a Job's log)
   none,
 };
-
-/// A live bar when stderr is a terminal and the logs are text; else log lines.
-ProgressStyle progress_style_for_stderr(LogFormat format);
 
 /// "1.5 MiB", "312 B": bytes for people.
 std::string format_bytes(uint64_t bytes);
