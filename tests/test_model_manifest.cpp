@@ -57,14 +57,14 @@ TEST_CASE("a full manifest parses with defaults and paths relative to its direct
   CHECK(k3s.compare == hoist::Compare::checksum);
   CHECK(k3s.version_scheme == hoist::VersionScheme::k3s);
   CHECK(k3s.payload_version == "v1.30.1+k3s1");
-  CHECK_FALSE(m.own_version[0]);
+  CHECK(k3s.version_owner == hoist::VersionOwner::release);
   const auto& config = m.components[1];
   CHECK(config.source == "/etc-payload");
   CHECK(config.keep == hoist::k_default_keep);
   CHECK(config.allow_downgrade == hoist::AllowDowngrade::no);
   CHECK(config.version_scheme == hoist::VersionScheme::systemd);
   CHECK(config.payload_version == "7");
-  CHECK(m.own_version[1]);
+  CHECK(config.version_owner == hoist::VersionOwner::component);
 }
 
 TEST_CASE("a manifest without a version leaves it to --version and the SUC env", "[manifest]") {

@@ -144,3 +144,33 @@ TEST_CASE("the installed-version source takes exec:ARGS or node and nothing else
   CHECK_THROWS_WITH(parse_installed_version_from("exec:--version\n"),
                     "invalid installed-version source 'exec:--version\\n': it contains control characters");
 }
+
+TEST_CASE("a component with its own version takes only the payload's; the release's must agree", "[version]") {
+  hoist::ComponentSpec own;
+  own.name = "config";
+  own.payload_version = "7";
+  own.version_owner = hoist::VersionOwner::component;
+  // --version and the SUC env name the release, not this component: they are not even parsed with its scheme.
+  const VersionSources from_own = hoist::version_sources(own, "v1.30.1+k3s1", "v1.30.1-k3s1");
+  CHECK(from_own.flag.empty());
+  CHECK(from_own.env.empty());
+  CHECK(from_own.payload == "7");
+  CHECK(hoist::agree_on_version(VersionScheme::systemd, from_own, "config").text() == "7");
+
+  hoist::ComponentSpec release;
+  release.name = "k3s";
+  release.payload_version = "v1.30.1+k3s1";
+  const VersionSources from_release = hoist::version_sources(release, "v1.30.2+k3s1", "v1.30.1-k3s1");
+  CHECK(from_release.flag == "v1.30.2+k3s1");
+  CHECK(from_release.env == "v1.30.1-k3s1");
+  CHECK(from_release.payload == "v1.30.1+k3s1");
+  CHECK(disagreement(VersionScheme::k3s, from_release) ==
+        "versions disagree for component 'k3s': 'v1.30.1+k3s1' from the payload's manifest but 'v1.30.2+k3s1' from "
+        "--version");
+
+  // The command line's component (no manifest) has no payload statement: the flag and the env agree alone.
+  hoist::ComponentSpec flags;
+  flags.name = "k3s";
+  const VersionSources from_flags = hoist::version_sources(flags, "v1.30.1+k3s1", "");
+  CHECK(hoist::agree_on_version(VersionScheme::k3s, from_flags, "k3s").text() == "v1.30.1+k3s1");
+}

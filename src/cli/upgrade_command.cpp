@@ -153,12 +153,6 @@ class UpgradeCommand final : public Command {
       }
       for (size_t i = 0; i < manifest.components.size(); ++i) {
         const ComponentSpec& spec = manifest.components[i];
-        VersionSources sources;
-        if (manifest.own_version[i]) {
-          sources.payload = spec.payload_version;  // versioned on its own, not by the release
-        } else {
-          sources = VersionSources{m_version, env_version, spec.payload_version};
-        }
         for (size_t j = 0; j < spec.health_checks.size(); ++j) {
           (void)manifest_check(spec.health_checks[j],
                          "$.components[" + std::to_string(i) + "].health_checks[" + std::to_string(j) + "]");
@@ -171,6 +165,7 @@ class UpgradeCommand final : public Command {
         trusted.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
         apply_trust_policy(trusted, m_trust,
                            "manifest '" + m_manifest + "': $.components[" + std::to_string(i) + "]");
+        const VersionSources sources = version_sources(trusted, m_version, env_version);
         items.push_back(resolve_item(std::move(trusted), sources));
       }
     } else {
@@ -196,7 +191,7 @@ class UpgradeCommand final : public Command {
       }
       m_spec.compare = m_checksum ? Compare::checksum : Compare::quick;
       apply_trust_policy(m_spec, m_trust, "");
-      items.push_back(resolve_item(m_spec, VersionSources{m_version, env_version, ""}));
+      items.push_back(resolve_item(m_spec, version_sources(m_spec, m_version, env_version)));
     }
     for (const auto& text : m_health_checks) {
       m_health.checks.push_back(parse_health_check(text));

@@ -257,4 +257,11 @@ Version agree_on_version(VersionScheme scheme, const VersionSources& sources, st
   return result;
 }
 
+VersionSources version_sources(const ComponentSpec& spec, const std::string& flag, const std::string& env) {
+  if (spec.version_owner == VersionOwner::component) {
+    return VersionSources{.flag = "", .env = "", .payload = spec.payload_version};
+  }
+  return VersionSources{.flag = flag, .env = env, .payload = spec.payload_version};
+}
+
 }  // namespace hoist

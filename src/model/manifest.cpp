@@ -213,7 +213,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       spec.version_scheme = parse_at(entry, entry.at("version_scheme"), [&] { return parse_version_scheme(name); });
     }
     const std::string own = entry.string("version", false);
-    manifest.own_version.push_back(!own.empty());
+    spec.version_owner = own.empty() ? VersionOwner::release : VersionOwner::component;
     spec.payload_version = own.empty() ? manifest.version : own;
     if (!spec.payload_version.empty()) {
       parse_at(entry, own.empty() ? std::string("$.version") : entry.at("version"), [&] {

@@ -58,6 +58,16 @@ InstalledVersionFrom parse_installed_version_from(std::string_view text);
 /// `k3s version v1.31.2+k3s1 (6da14b51)`), or none.
 std::optional<Version> first_version_in(std::string_view output, VersionScheme scheme);
 
+/// Whose version a component is upgraded to.
+enum class VersionOwner {
+  /// The release's: --version, SYSTEM_UPGRADE_PLAN_LATEST_VERSION and the payload's statement (a manifest's top-level
+  /// `version`), whichever are given, must agree.
+  release,
+  /// Its own (a manifest component's `version`): versioned apart from the release, so --version and the SUC env,
+  /// which name the release, do not apply to it.
+  component,
+};
+
 struct ComponentSpec {
   std::string name;
   ComponentKind kind = ComponentKind::tree;
@@ -66,6 +76,7 @@ struct ComponentSpec {
   /// The version as the payload states it (the manifest's), empty when it does
   /// not: then --version or the SUC env alone name it.
   std::string payload_version;
+  VersionOwner version_owner = VersionOwner::release;
   VersionScheme version_scheme = VersionScheme::semver;
   AllowDowngrade allow_downgrade = AllowDowngrade::no;
   unsigned keep = 3;
@@ -138,5 +149,10 @@ struct VersionSources {
 /// version, in canonical() spelling. Throws UsageError when they disagree
 /// (naming both) or when none is given.
 Version agree_on_version(VersionScheme scheme, const VersionSources& sources, std::string_view component);
+
+/// The sources `spec`'s version is agreed from (agree_on_version()), given the command line's --version (`flag`)
+/// and SYSTEM_UPGRADE_PLAN_LATEST_VERSION (`env`): the payload's statement alone for a component with its own
+/// version (VersionOwner::component), else all three.
+VersionSources version_sources(const ComponentSpec& spec, const std::string& flag, const std::string& env);
 
 }  // namespace hoist

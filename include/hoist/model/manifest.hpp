@@ -31,9 +31,9 @@ struct Manifest {
   std::string version;                          ///< the payload's release, empty when not stated
   std::optional<VersionScheme> version_scheme;  ///< the default scheme
   /// The components, in the order given. A component without its own version
-  /// has payload_version == `version`; `own_version[i]` says which had one.
+  /// has payload_version == `version` and VersionOwner::release; one with its
+  /// own has VersionOwner::component.
   std::vector<ComponentSpec> components;
-  std::vector<bool> own_version;
   /// `health_checks`: the checks of every component (`--health-check`), as written; the run parses them.
   std::vector<std::string> health_checks;
 };
