@@ -8,10 +8,18 @@
 # with --network=host (apt-get) and, to reuse the host's dependency build, with
 # -v /var/cache/hoist-deps:/host-deps-cache:ro; without that mount the stage
 # builds the static libraries itself (several minutes).
+#
+# The arm64 image (scripts/image with HOIST_IMAGE_ARCHES=arm64): the build stage
+# runs on the machine's own platform and cross-builds (HOIST_TARGET_ARCH=arm64,
+# as scripts/build does); only the final stage, which runs nothing, is arm64.
 ARG BASE_IMAGE=localhost/hoist-debian:bookworm
+# The build stage's platform, the machine's own (podman 4.3's $BUILDPLATFORM names the target under --platform).
+ARG BUILD_PLATFORM=linux/amd64
 
-FROM ${BASE_IMAGE} AS build
+FROM --platform=${BUILD_PLATFORM} ${BASE_IMAGE} AS build
 WORKDIR /src
+# empty: the build stage's own architecture; arm64: a cross build
+ARG HOIST_TARGET_ARCH=
 # The dependencies first: this layer stays cached until scripts/deps, the
 # package list or what scripts/deps builds from changes: deps-inputs.txt is
 # `scripts/deps --inputs` as scripts/image found it on the host (its hash, the
@@ -21,6 +29,8 @@ WORKDIR /src
 # packages the build needs (the list's first part), not the test tools,
 # fuzzers and VM tools.
 COPY scripts/deps scripts/apt-packages scripts/deps-inputs.txt scripts/
+# a cross build's deps are built with its CMake toolchain file (in scripts/deps' cache key)
+COPY cmake/toolchain-arm64.cmake cmake/
 RUN set -eu; \
     sed -i '/^# ---- the image.s build (Dockerfile) installs the packages above this line only/,$d' \
         scripts/apt-packages; \
@@ -54,11 +64,16 @@ RUN set -eu; \
         -DHOIST_REVISION="$HOIST_REVISION" \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"; \
     file /build/hoist | grep -q 'static-pie linked'; \
-    strip --strip-all -o /hoist /build/hoist; \
-    /hoist version; \
+    tools=; run=; \
+    if [ -n "$HOIST_TARGET_ARCH" ]; then \
+        file /build/hoist | grep -q 'ARM aarch64'; tools=aarch64-linux-gnu-; run=qemu-aarch64-static; \
+    fi; \
+    ${tools}strip --strip-all -o /hoist /build/hoist; \
+    $run /hoist version; \
     mkdir -p /doc; \
     sed -n 's/^HOIST_DEPS_PREFIX:PATH=//p' /build/CMakeCache.txt >/doc/.deps-prefix; \
     sed -n 's/^DEPS_STATIC_LIBRARIES:INTERNAL=//p' /build/CMakeCache.txt >/doc/.libs; \
+    cp /build/sbom-args.txt /doc/.sbom-args; \
     rm -rf /build
 # The license, the third-party notices and the SBOM of the stripped binary.
 ARG HOIST_VERSION=unknown
@@ -66,8 +81,9 @@ RUN set -eu; \
     cp LICENSE /doc/; \
     scripts/sbom --binary /hoist --version "$HOIST_VERSION" --revision "$HOIST_REVISION" \
         --prefix "$(cat /doc/.deps-prefix)" --libs "$(cat /doc/.libs)" \
-        --sbom /doc/hoist.spdx.json --notices /doc/THIRD_PARTY_NOTICES; \
-    rm /doc/.deps-prefix /doc/.libs
+        --sbom /doc/hoist.spdx.json --notices /doc/THIRD_PARTY_NOTICES \
+        --arch "$(sed -n 1p /doc/.sbom-args)" --cxx "$(sed -n 2p /doc/.sbom-args)"; \
+    rm /doc/.deps-prefix /doc/.libs /doc/.sbom-args
 
 FROM scratch
 ARG HOIST_VERSION=unknown
