@@ -19,8 +19,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const hoist::Fd file(::memfd_create("archive", MFD_CLOEXEC));
-  if (!file || ::ftruncate(file.get(), 0) != 0 ||
-      ::pwrite(file.get(), data, size, 0) != static_cast<ssize_t>(size)) {
+  if (!file || ::ftruncate(file.get(), 0) != 0 || ::pwrite(file.get(), data, size, 0) != static_cast<ssize_t>(size)) {
     std::abort();
   }
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

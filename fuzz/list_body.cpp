@@ -22,7 +22,9 @@
 
 // KubeClient::request() puts it in the User-Agent; nothing here sends a request,
 // and library_versions.cpp would pull in every library hoist reports.
-std::string hoist::hoist_version() { return "fuzz"; }
+std::string hoist::hoist_version() {
+  return "fuzz";
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

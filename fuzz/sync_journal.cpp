@@ -78,8 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::optional<hoist::SyncRecord> back = hoist::decode_sync_record(hoist::encode_sync_record(record));
     require(back && same(*back, record));
   }
-  for (const auto kind : {hoist::SyncRecord::Kind::added, hoist::SyncRecord::Kind::kept,
-                          hoist::SyncRecord::Kind::directory}) {
+  for (const auto kind :
+       {hoist::SyncRecord::Kind::added, hoist::SyncRecord::Kind::kept, hoist::SyncRecord::Kind::directory}) {
     if (relpath.empty() && kind != hoist::SyncRecord::Kind::directory) {
       continue;
     }

@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   constexpr std::array<hoist::VersionScheme, 3> k_schemes = {hoist::VersionScheme::semver, hoist::VersionScheme::k3s,
-                                                            hoist::VersionScheme::systemd};
+                                                             hoist::VersionScheme::systemd};
   const hoist::VersionScheme scheme = k_schemes[data[0] % k_schemes.size()];
   std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   std::vector<hoist::Version> versions;

@@ -19,7 +19,9 @@
 
 // KubeClient::request() puts it in the User-Agent; the decoder never sends a
 // request, and library_versions.cpp would pull in every library hoist reports.
-std::string hoist::hoist_version() { return "fuzz"; }
+std::string hoist::hoist_version() {
+  return "fuzz";
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) {

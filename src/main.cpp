@@ -1,3 +1,5 @@
 #include "hoist/cli/app.hpp"
 
-int main(int argc, char** argv) { return hoist::cli::main(argc, argv); }
+int main(int argc, char** argv) {
+  return hoist::cli::main(argc, argv);
+}

@@ -42,8 +42,7 @@ TEST_CASE("a health check hoist cannot run, or that would leave the node, is ref
                           "http:http://127.0.0.1:0/", "http:http://127.0.0.1:99999/", "http:http://[::2]/",
                           "http:http://127.0.0.1/a b", "http:http://127.0.0.1:x/"}) {
     CAPTURE(url);
-    CHECK_THROWS_WITH(parse_health_check(url),
-                      Catch::Contains("the URL must be http:// to a loopback address"));
+    CHECK_THROWS_WITH(parse_health_check(url), Catch::Contains("the URL must be http:// to a loopback address"));
   }
   CHECK_THROWS_WITH(parse_health_check("unit:k3s\n"), Catch::Contains("it holds a control character"));
 }

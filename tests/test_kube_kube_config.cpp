@@ -46,8 +46,8 @@ TEST_CASE("server URLs are split into host and port, IPv6 in brackets", "[kube_c
   CHECK_THROWS_WITH(hoist::parse_server_url("https://h/k8s", "test", host, port),
                     "test: a path in the server URL 'https://h/k8s' is not supported");
   // Credentials in the URL never reach the message (found by integration/test_secrets.py).
-  for (const char* url : {"https://admin:s3cr3t@10.0.0.1:6443", "http://admin:s3cr3t@10.0.0.1", "s3cr3t@host",
-                          "https://s3cr3t@h/k8s"}) {
+  for (const char* url :
+       {"https://admin:s3cr3t@10.0.0.1:6443", "http://admin:s3cr3t@10.0.0.1", "s3cr3t@host", "https://s3cr3t@h/k8s"}) {
     try {
       hoist::parse_server_url(url, "test", host, port);
       FAIL("accepted " << url);
@@ -67,8 +67,8 @@ TEST_CASE("a server URL's path is a prefix of every API path, when the caller ta
   CHECK((host == "rancher.example" && port == 443 && prefix == "/k8s/clusters/c-m-4x2b"));
   hoist::parse_server_url("https://[fd00::1]:6443/", "test", host, port, &prefix);
   CHECK(prefix.empty());
-  for (const char* url : {"https://h/a?b", "https://h/a#b", "https://h/a/../b", "https://h/a//b", "https://h/a/.",
-                          "https://h/a%2Fb"}) {
+  for (const char* url :
+       {"https://h/a?b", "https://h/a#b", "https://h/a/../b", "https://h/a//b", "https://h/a/.", "https://h/a%2Fb"}) {
     CHECK_THROWS_WITH(hoist::parse_server_url(url, "test", host, port, &prefix),
                       Catch::Contains("must be plain segments, as /k8s/clusters/<id>"));
   }

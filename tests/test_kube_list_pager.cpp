@@ -124,7 +124,8 @@ TEST_CASE("a 410 on the first page and other errors are not retried by the pager
       ++calls;
       throw KubeError(kind, 0, "failed");
     };
-    CHECK_THROWS_AS(list_pages(fetch, [](std::vector<json>&&) {}, [](const KubeError&) {}, "failed to list nodes"),
+    CHECK_THROWS_AS(list_pages(
+                        fetch, [](std::vector<json>&&) {}, [](const KubeError&) {}, "failed to list nodes"),
                     KubeError);
     CHECK(calls == 1);
   }

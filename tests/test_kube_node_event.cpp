@@ -4,8 +4,8 @@
 
 #include "hoist/kube/node_event.hpp"
 
-using hoist::NodeEvent;
 using hoist::node_event_object;
+using hoist::NodeEvent;
 
 namespace {
 
@@ -35,14 +35,16 @@ TEST_CASE("a node event is an events.k8s.io/v1 Event regarding the node, in name
 TEST_CASE("a node event's note is cut to 1024 bytes at a character boundary") {
   std::string note(1023, 'a');
   note += "\xc3\xa9";  // é: two bytes, the second past the limit
-  const auto event = node_event_object("n", NodeEvent{NodeEvent::Type::normal, "HoistUpgraded", "Upgrade", note}, k_when);
+  const auto event =
+      node_event_object("n", NodeEvent{NodeEvent::Type::normal, "HoistUpgraded", "Upgrade", note}, k_when);
   CHECK(event["note"] == std::string(1023, 'a'));
   CHECK(event["type"] == "Normal");
 }
 
 TEST_CASE("a node event's name and reporting instance stay within the API's limits for a long node name") {
   const std::string node(253, 'n');
-  const auto event = node_event_object(node, NodeEvent{NodeEvent::Type::normal, "HoistUpgraded", "Upgrade", ""}, k_when);
+  const auto event =
+      node_event_object(node, NodeEvent{NodeEvent::Type::normal, "HoistUpgraded", "Upgrade", ""}, k_when);
   CHECK(event["metadata"]["name"].get<std::string>().size() == 253);
   CHECK(event["reportingInstance"].get<std::string>() == std::string(128, 'n'));
   CHECK(event["regarding"]["name"] == node);

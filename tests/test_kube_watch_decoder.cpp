@@ -16,15 +16,14 @@ using nlohmann::json;
 
 namespace {
 
-const std::string k_body =
-    R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}})"
-    "\n\r\n"
-    R"({"type":"MODIFIED","object":{"metadata":{"name":"b"}}})"
-    "\n"
-    R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"7"}}})"
-    "\n"
-    R"({"type":"DELETED","object":{"metadata":{"name":"a"}}})"
-    "\n";
+const std::string k_body = R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}})"
+                           "\n\r\n"
+                           R"({"type":"MODIFIED","object":{"metadata":{"name":"b"}}})"
+                           "\n"
+                           R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"7"}}})"
+                           "\n"
+                           R"({"type":"DELETED","object":{"metadata":{"name":"a"}}})"
+                           "\n";
 
 std::vector<WatchEvent> decode(const std::string& body, size_t chunk) {
   WatchDecoder decoder(KubeResource::nodes(), "https://api.test:6443");
@@ -73,15 +72,15 @@ TEST_CASE("a line that is not a watch event is a bad response naming the watch",
 }
 
 TEST_CASE("an ERROR event becomes the API's error, whatever types its status fields have", "[kube]") {
-  const KubeError gone = refusal(
-      R"j({"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version: 1 (5)"}})j"
-      "\n");
+  const KubeError gone =
+      refusal(R"j({"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version: 1 (5)"}})j"
+              "\n");
   CHECK(gone.kind() == KubeError::Kind::gone);
   CHECK(gone.status() == 410);
   CHECK_THAT(gone.what(), Catch::Contains("too old resource version"));
   // A code of the wrong type or out of range, a message that is not a string: a 500, not a JSON type error.
   for (const std::string object : {R"({"code":"410","message":5})", R"({"code":1e300})", R"({"code":-1})", "[]",
-                                    R"("text")", R"({"code":99999999999999999999})"}) {
+                                   R"("text")", R"({"code":99999999999999999999})"}) {
     const KubeError error = refusal(R"({"type":"ERROR","object":)" + object + "}\n");
     CHECK(error.kind() == KubeError::Kind::unreachable);
     CHECK(error.status() == 500);

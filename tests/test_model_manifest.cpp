@@ -78,11 +78,13 @@ TEST_CASE("a manifest without a version leaves it to --version and the SUC env",
 TEST_CASE("every manifest error names the file and the key path", "[manifest]") {
   const std::string prefix = "invalid manifest '/payload/hoist.json': ";
   CHECK(error_of("{") ==
-        prefix + "parse error at line 1, column 2: syntax error while parsing object key - unexpected end of input; "
-                 "expected string literal");
+        prefix +
+            "parse error at line 1, column 2: syntax error while parsing object key - unexpected end of input; "
+            "expected string literal");
   // A manifest path given a token by mistake: the position and the kind of error, never the bytes read.
-  CHECK(error_of("hunter2-token") == prefix + "parse error at line 1, column 1: syntax error while parsing value - "
-                                              "invalid literal");
+  CHECK(error_of("hunter2-token") == prefix +
+                                         "parse error at line 1, column 1: syntax error while parsing value - "
+                                         "invalid literal");
   CHECK(error_of(R"({"a": 1, "a": 2})") == prefix + "$.a: duplicate key");
   CHECK(error_of("[]") == prefix + "$: expected an object");
   // A number past double's range is bad input too, not an internal error (found by fuzz/manifest.cpp).

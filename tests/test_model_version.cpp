@@ -246,20 +246,32 @@ TEST_CASE("k3s: the k3sN suffix is a release counter that ranks below patch and 
     std::string_view higher;
   };
   const Case cases[] = {
-      {"v1.27.4+k3s1", "v1.27.4+k3s2"},          {"v1.27.4+k3s2", "v1.27.5+k3s1"},
-      {"v1.27.4-k3s2", "v1.27.5+k3s1"},          {"v1.27.4+k3s9", "v1.27.4+k3s10"},
-      {"v1.27.9+k3s1", "v1.27.10+k3s1"},         {"v1.9.0+k3s1", "v1.10.0+k3s1"},
-      {"v1.28.2-rc1+k3s1", "v1.28.2-rc2+k3s1"},  {"v1.28.2-rc2+k3s1", "v1.28.2+k3s1"},
-      {"v1.28.2-rc1-k3s1", "v1.28.2-k3s1"},      {"v1.28.2-rc2+k3s1", "v1.28.2-rc1+k3s2"},
-      {"v1.28.2-rc9+k3s1", "v1.28.2-rc10+k3s1"}, {"v1.28.2-rc3+k3s1", "v1.28.2+k3s1"},
-      {"v1.27.16+k3s1", "v1.28.2-rc1+k3s1"},     {"v1.29.0+k3s1", "v1.29.0+rke2r1"},
-      {"v1.29.0+rke2r1", "v1.29.0+k3s2"},        {"v1.29.0+rke2r2", "v1.29.1+k3s1"},
-      {"v1.29.0+rke2r1", "v1.29.0+rke2r2"},      {"v1.29.0-rc1+rke2r1", "v1.29.0+k3s1"},
+      {"v1.27.4+k3s1", "v1.27.4+k3s2"},
+      {"v1.27.4+k3s2", "v1.27.5+k3s1"},
+      {"v1.27.4-k3s2", "v1.27.5+k3s1"},
+      {"v1.27.4+k3s9", "v1.27.4+k3s10"},
+      {"v1.27.9+k3s1", "v1.27.10+k3s1"},
+      {"v1.9.0+k3s1", "v1.10.0+k3s1"},
+      {"v1.28.2-rc1+k3s1", "v1.28.2-rc2+k3s1"},
+      {"v1.28.2-rc2+k3s1", "v1.28.2+k3s1"},
+      {"v1.28.2-rc1-k3s1", "v1.28.2-k3s1"},
+      {"v1.28.2-rc2+k3s1", "v1.28.2-rc1+k3s2"},
+      {"v1.28.2-rc9+k3s1", "v1.28.2-rc10+k3s1"},
+      {"v1.28.2-rc3+k3s1", "v1.28.2+k3s1"},
+      {"v1.27.16+k3s1", "v1.28.2-rc1+k3s1"},
+      {"v1.29.0+k3s1", "v1.29.0+rke2r1"},
+      {"v1.29.0+rke2r1", "v1.29.0+k3s2"},
+      {"v1.29.0+rke2r2", "v1.29.1+k3s1"},
+      {"v1.29.0+rke2r1", "v1.29.0+rke2r2"},
+      {"v1.29.0-rc1+rke2r1", "v1.29.0+k3s1"},
       {"v1.30.1+k3s1", "v2.0.0+k3s1"},
       // A fix of a release is cut as an rc of the next counter after it, in every spelling.
-      {"v1.19.3+k3s1", "v1.19.3-rc1+k3s2"},      {"v1.19.3-k3s1", "v1.19.3-rc1-k3s2"},
-      {"v1.19.3-rc1-k3s2", "v1.19.3+k3s2"},      {"v1.19.3+k3s2", "v1.19.3-rc1+k3s3"},
-      {"v1.18.12+rke2r1", "v1.18.12-rc1+rke2r2"}, {"v1.19.3-rc9+k3s1", "v1.19.3-rc1+k3s2"},
+      {"v1.19.3+k3s1", "v1.19.3-rc1+k3s2"},
+      {"v1.19.3-k3s1", "v1.19.3-rc1-k3s2"},
+      {"v1.19.3-rc1-k3s2", "v1.19.3+k3s2"},
+      {"v1.19.3+k3s2", "v1.19.3-rc1+k3s3"},
+      {"v1.18.12+rke2r1", "v1.18.12-rc1+rke2r2"},
+      {"v1.19.3-rc9+k3s1", "v1.19.3-rc1+k3s2"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.lower, c.higher);
@@ -271,27 +283,14 @@ TEST_CASE("k3s: the k3sN suffix is a release counter that ranks below patch and 
 }
 
 TEST_CASE("k3s: a shuffled list of releases sorts into release order", "[version][k3s]") {
-  check_sorts_into(VersionScheme::k3s, {
-                                           "v1.26.15+k3s1",
-                                           "v1.27.4+k3s1",
-                                           "v1.27.4+k3s2",
-                                           "v1.27.5+k3s1",
-                                           "v1.27.16+k3s1",
-                                           "v1.28.2-rc1+k3s1",
-                                           "v1.28.2-rc2-k3s1",
-                                           "v1.28.2+k3s1",
-                                           "v1.28.2+rke2r1",
-                                           "v1.28.2-rc1+k3s2",
-                                           "v1.28.2+k3s2",
-                                           "v1.29.0-rc1+rke2r1",
-                                           "v1.29.0+k3s1",
-                                           "v1.29.0+rke2r1",
-                                           "v1.29.0-rc1-rke2r2",
-                                           "v1.29.0+rke2r2",
-                                           "v1.30.1-k3s1",
-                                           "v1.30.10+k3s1",
-                                           "v1.31.0+k3s1",
-                                       });
+  check_sorts_into(
+      VersionScheme::k3s,
+      {
+          "v1.26.15+k3s1",    "v1.27.4+k3s1",       "v1.27.4+k3s2",  "v1.27.5+k3s1",   "v1.27.16+k3s1",
+          "v1.28.2-rc1+k3s1", "v1.28.2-rc2-k3s1",   "v1.28.2+k3s1",  "v1.28.2+rke2r1", "v1.28.2-rc1+k3s2",
+          "v1.28.2+k3s2",     "v1.29.0-rc1+rke2r1", "v1.29.0+k3s1",  "v1.29.0+rke2r1", "v1.29.0-rc1-rke2r2",
+          "v1.29.0+rke2r2",   "v1.30.1-k3s1",       "v1.30.10+k3s1", "v1.31.0+k3s1",
+      });
 }
 
 TEST_CASE("k3s: two versions are equal exactly when their canonical spellings are", "[version][k3s]") {

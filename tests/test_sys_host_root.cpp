@@ -117,8 +117,8 @@ TEST_CASE("host paths resolve inside the root with both resolvers", "[host_root]
     SECTION("errors name the container path and the reason") {
       auto fd = root.open("/no/such/file", O_RDONLY);
       REQUIRE_FALSE(fd.has_value());
-      CHECK(fd.error().message == "failed to open '" + (f.host.path() / "no/such/file").string() +
-                                      "': No such file or directory");
+      CHECK(fd.error().message ==
+            "failed to open '" + (f.host.path() / "no/such/file").string() + "': No such file or directory");
     }
   });
 }

@@ -39,7 +39,6 @@ void make_archivable_tree(const std::filesystem::path& dir) {
       (dir / "with space").string() + "'");
 }
 
-
 }  // namespace
 
 TEST_CASE("pax archives from GNU tar and bsdtar, under every filter, stage every kind of entry and metadata",

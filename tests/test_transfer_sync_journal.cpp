@@ -51,9 +51,27 @@ TEST_CASE("the destination itself is a directory record with an empty path, and 
 }
 
 TEST_CASE("a malformed journal record is refused", "[sync]") {
-  for (const std::string text : {"", "A", "Ax", "X x", "D 1 2", "D 1  x", "D  1 2 x", "D +1 2 x", "D 1 +2 x",
-                                 "D 0x1 2 x", "D 1 -2 x", "D 1 1000000000 x", "D 99999999999999999999 1 x", "D 1 2 /x",
-                                 "A /x", "A x//y", "A x/", "A .", "A ..", "K a/../b", "K ./a"}) {
+  for (const std::string text : {"",
+                                 "A",
+                                 "Ax",
+                                 "X x",
+                                 "D 1 2",
+                                 "D 1  x",
+                                 "D  1 2 x",
+                                 "D +1 2 x",
+                                 "D 1 +2 x",
+                                 "D 0x1 2 x",
+                                 "D 1 -2 x",
+                                 "D 1 1000000000 x",
+                                 "D 99999999999999999999 1 x",
+                                 "D 1 2 /x",
+                                 "A /x",
+                                 "A x//y",
+                                 "A x/",
+                                 "A .",
+                                 "A ..",
+                                 "K a/../b",
+                                 "K ./a"}) {
     CHECK_FALSE(decode_sync_record(text));
   }
   CHECK_FALSE(decode_sync_record(std::string("A a\0b", 5)));

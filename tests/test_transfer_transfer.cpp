@@ -28,12 +28,10 @@ using hoist::test::open_dir;
 using hoist::test::rsync_differences;
 using hoist::test::run;
 using hoist::test::same_inode;
-using hoist::test::stage_payload;
 using hoist::test::ScopedTempDir;
+using hoist::test::stage_payload;
 using hoist::test::write_text;
 using hoist::test::xattr_of;
-
-
 
 }  // namespace
 

@@ -13,8 +13,8 @@ TEST_CASE("log fields nest and are gone with their scope") {
     const LogFields outer{{"component", "app"}, {"phase", "stage"}};
     {
       const LogFields inner{{"files_added", std::uint64_t{3}}};
-      CHECK(LogFields::current() == std::vector<LogField>{{"component", "app"}, {"phase", "stage"},
-                                                           {"files_added", std::uint64_t{3}}});
+      CHECK(LogFields::current() ==
+            std::vector<LogField>{{"component", "app"}, {"phase", "stage"}, {"files_added", std::uint64_t{3}}});
     }
     CHECK(LogFields::current() == std::vector<LogField>{{"component", "app"}, {"phase", "stage"}});
   }

@@ -36,13 +36,16 @@ TEST_CASE("escaped() writes control characters and the backslash as escapes, val
   CHECK(escaped("\xed\xa0\x80") == "\\xed\\xa0\\x80");
   CHECK(escaped("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");
   // C1 controls, valid UTF-8 but CSI and the like to some terminals.
-  CHECK(escaped("\xc2\x9b""31m") == "\\xc2\\x9b""31m");
+  CHECK(escaped("\xc2\x9b"
+                "31m") ==
+        "\\xc2\\x9b"
+        "31m");
   CHECK(escaped("\xc2\xa0") == "\xc2\xa0");
   for (int byte = 0; byte < 256; ++byte) {
     const std::string alone = escaped(std::string(1, static_cast<char>(byte)));
     CHECK_FALSE(has_control_character(alone));
     CHECK((byte < 0x80 || alone == "\\x" + std::string(1, "0123456789abcdef"[byte >> 4]) +
-                                      std::string(1, "0123456789abcdef"[byte & 15])));
+                                       std::string(1, "0123456789abcdef"[byte & 15])));
   }
 }
 

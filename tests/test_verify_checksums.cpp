@@ -193,7 +193,8 @@ TEST_CASE("Sha256Sums::load of a missing file or a directory is a usage error na
 
   const Error directory = thrown_by([&] { (void)Sha256Sums::load(dir.path()); });
   CHECK(directory.code() == ExitCode::usage);
-  CHECK(std::string(directory.what()) == "failed to read '" + dir.path().string() + "': it is a directory, not a regular file");
+  CHECK(std::string(directory.what()) ==
+        "failed to read '" + dir.path().string() + "': it is a directory, not a regular file");
 }
 
 // ---- verify_file ----

@@ -172,11 +172,11 @@ std::string default_host_root(const SucContext& suc) {
 // shows it after SUC has collected the Job, its pod and its logs.
 void write_termination(const Environment& env, const std::string& name, ExitCode code, const std::string& error,
                        const std::vector<std::string>& summary) {
-  std::string text = "hoist" + (name.empty() ? std::string() : " " + name) + ": " +
-                     (code == ExitCode::ok ? std::string("succeeded")
-                                           : "failed (exit " + std::to_string(static_cast<int>(code)) + "): " +
-                                                 escaped(error)) +
-                     "\n";
+  std::string text =
+      "hoist" + (name.empty() ? std::string() : " " + name) + ": " +
+      (code == ExitCode::ok ? std::string("succeeded")
+                            : "failed (exit " + std::to_string(static_cast<int>(code)) + "): " + escaped(error)) +
+      "\n";
   for (const std::string& line : summary) {
     text += escaped(line) + "\n";
   }

@@ -55,7 +55,9 @@ void setup_logging(LogFormat format, int verbosity) {
   } else {
     logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l: %v", spdlog::pattern_time_type::utc);
   }
-  logger->set_level(verbosity >= 2 ? spdlog::level::trace : verbosity == 1 ? spdlog::level::debug : spdlog::level::info);
+  logger->set_level(verbosity >= 2   ? spdlog::level::trace
+                    : verbosity == 1 ? spdlog::level::debug
+                                     : spdlog::level::info);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
 }

@@ -46,8 +46,11 @@ std::function<HealthLook(const std::string& kubelet_version)> node_ready_probe(
       const NodeView view = NodeView::from_json(object);
       const std::string kubelet = "kubelet " + escaped(view.kubelet_version);
       if (ready != "True") {
-        return {false, "node " + node + " is not Ready (" + (ready.empty() ? "no Ready condition" :
-                       "Ready=" + escaped(ready) + (reason.empty() ? "" : ", " + escaped(reason))) + "; " + kubelet + ")"};
+        return {false,
+                "node " + node + " is not Ready (" +
+                    (ready.empty() ? "no Ready condition"
+                                   : "Ready=" + escaped(ready) + (reason.empty() ? "" : ", " + escaped(reason))) +
+                    "; " + kubelet + ")"};
       }
       if (!kubelet_version.empty() && munge_version(view.kubelet_version) != munge_version(kubelet_version)) {
         return {false, "node " + node + " is Ready but its " + kubelet + " is not " + kubelet_version};

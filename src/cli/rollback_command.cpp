@@ -27,7 +27,8 @@ class RollbackCommand final : public Command {
 
   [[nodiscard]] bool reports_outcome() const override { return true; }
   [[nodiscard]] std::vector<std::string> summary() const override {
-    return {m_options.component + (m_options.to.empty() ? ": back to the previous version" : ": back to " + m_options.to)};
+    return {m_options.component +
+            (m_options.to.empty() ? ": back to the previous version" : ": back to " + m_options.to)};
   }
 
  private:

@@ -106,6 +106,8 @@ class StatusCommand final : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> make_status_command() { return std::make_unique<StatusCommand>(); }
+std::unique_ptr<Command> make_status_command() {
+  return std::make_unique<StatusCommand>();
+}
 
 }  // namespace hoist::cli

@@ -23,18 +23,9 @@ namespace hoist::cli {
 namespace {
 
 // The flags that describe one component; --manifest replaces all of them.
-constexpr const char* k_component_flags[] = {"--component",
-                                             "--kind",
-                                             "--source",
-                                             "--destination",
-                                             "--version-scheme",
-                                             "--allow-downgrade",
-                                             "--keep",
-                                             "--checksum",
-                                             "--sha256sums",
-                                             "--signature",
-                                             "--installed-version-from",
-                                             "--allow-minor-skip"};
+constexpr const char* k_component_flags[] = {
+    "--component", "--kind",     "--source",     "--destination", "--version-scheme",         "--allow-downgrade",
+    "--keep",      "--checksum", "--sha256sums", "--signature",   "--installed-version-from", "--allow-minor-skip"};
 
 // gzip's best is about 1000:1 and zstd's far more on zeros; real payloads (binaries, images, configs)
 // rarely pass 10:1.
@@ -82,8 +73,7 @@ class UpgradeCommand final : public Command {
   CLI::App* add_to(CLI::App& app) override {
     m_app = app.add_subcommand("upgrade", "verify, stage and switch to a new version of one or more components");
     m_app->add_option("--component", m_spec.name, "the component's name ([a-z0-9][a-z0-9._-]*)");
-    m_app->add_option("--kind", m_kind, "how the component lives on the host")
-        ->option_text("tree|file|sysext|sync");
+    m_app->add_option("--kind", m_kind, "how the component lives on the host")->option_text("tree|file|sysext|sync");
     m_app->add_option("--source", m_spec.source, "the payload: a directory, a file or an archive (container path)");
     m_app->add_option("--destination", m_spec.destination, "where it goes on the host (host path)");
     m_app->add_option("--version", m_version, "the version to install (default: SYSTEM_UPGRADE_PLAN_LATEST_VERSION)");
@@ -155,16 +145,15 @@ class UpgradeCommand final : public Command {
         const ComponentSpec& spec = manifest.components[i];
         for (size_t j = 0; j < spec.health_checks.size(); ++j) {
           (void)manifest_check(spec.health_checks[j],
-                         "$.components[" + std::to_string(i) + "].health_checks[" + std::to_string(j) + "]");
+                               "$.components[" + std::to_string(i) + "].health_checks[" + std::to_string(j) + "]");
         }
         if (spec.installed_version_from.node && m_node_needed_by.empty()) {
-          m_node_needed_by = "manifest '" + m_manifest + "': $.components[" + std::to_string(i) +
-                             "].installed_version_from 'node'";
+          m_node_needed_by =
+              "manifest '" + m_manifest + "': $.components[" + std::to_string(i) + "].installed_version_from 'node'";
         }
         ComponentSpec trusted = spec;
         trusted.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
-        apply_trust_policy(trusted, m_trust,
-                           "manifest '" + m_manifest + "': $.components[" + std::to_string(i) + "]");
+        apply_trust_policy(trusted, m_trust, "manifest '" + m_manifest + "': $.components[" + std::to_string(i) + "]");
         const VersionSources sources = version_sources(trusted, m_version, env_version);
         items.push_back(resolve_item(std::move(trusted), sources));
       }
@@ -201,9 +190,12 @@ class UpgradeCommand final : public Command {
     UpgradeOptions options;
     options.health = m_health;
     options.probes.root = &context.root();
-    const bool wants_node = std::any_of(items.begin(), items.end(), [&](const UpgradeItem& item) {
-      return std::any_of(item.health_checks.begin(), item.health_checks.end(), is_node_ready);
-    }) || std::any_of(m_health.checks.begin(), m_health.checks.end(), is_node_ready);
+    const bool wants_node =
+        std::any_of(items.begin(), items.end(),
+                    [&](const UpgradeItem& item) {
+                      return std::any_of(item.health_checks.begin(), item.health_checks.end(), is_node_ready);
+                    }) ||
+        std::any_of(m_health.checks.begin(), m_health.checks.end(), is_node_ready);
     // Made here, before the lock and the gate: outside a Job the Node could never be read. One for both uses.
     std::shared_ptr<const OwnNode> own_node;
     if (wants_node) {

@@ -48,6 +48,8 @@ class VersionCommand final : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> make_version_command() { return std::make_unique<VersionCommand>(); }
+std::unique_ptr<Command> make_version_command() {
+  return std::make_unique<VersionCommand>();
+}
 
 }  // namespace hoist::cli

@@ -117,9 +117,8 @@ std::optional<HttpTarget> parse_http_url(std::string_view url) {
   } else {
     return std::nullopt;
   }
-  const bool clean = std::none_of(target.path.begin(), target.path.end(), [](char c) {
-    return static_cast<unsigned char>(c) <= ' ' || c == 0x7f;
-  });
+  const bool clean = std::none_of(target.path.begin(), target.path.end(),
+                                  [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
   return clean ? std::optional(target) : std::nullopt;
 }
 
@@ -137,7 +136,8 @@ std::string capped(std::string_view text) {
 bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline) {
   const WakeFlag* interrupt = stop_signals::wake_flag();
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       return false;
     }
@@ -172,8 +172,8 @@ HealthLook look_http(const HealthCheck& check) {
       ::getsockopt(socket.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
     return {false, fmt::format("cannot connect: {}", error != 0 ? std::strerror(error) : "timed out")};
   }
-  const std::string request =
-      "GET " + target->path + " HTTP/1.1\r\nHost: " + target->host + "\r\nUser-Agent: hoist\r\nConnection: close\r\n\r\n";
+  const std::string request = "GET " + target->path + " HTTP/1.1\r\nHost: " + target->host +
+                              "\r\nUser-Agent: hoist\r\nConnection: close\r\n\r\n";
   std::size_t sent = 0;
   while (sent < request.size()) {
     if (!wait_fd(socket.get(), POLLOUT, deadline)) {
@@ -235,8 +235,8 @@ HealthLook look_unit(const HealthCheck& check, const HealthProbes& probes, std::
   const std::string& unit = check.target;
   try {
     SystemBus& bus = probes.bus();
-    auto manager = sdbus::createProxy(bus.connection(), sdbus::ServiceName{k_systemd_service},
-                                      sdbus::ObjectPath{k_systemd_path});
+    auto manager =
+        sdbus::createProxy(bus.connection(), sdbus::ServiceName{k_systemd_service}, sdbus::ObjectPath{k_systemd_path});
     sdbus::ObjectPath path;
     try {
       manager->callMethod("GetUnit").onInterface(k_systemd_manager).withArguments(unit).storeResultsTo(path);
@@ -247,7 +247,8 @@ HealthLook look_unit(const HealthCheck& check, const HealthProbes& probes, std::
       throw;
     }
     auto proxy = sdbus::createProxy(bus.connection(), sdbus::ServiceName{k_systemd_service}, std::move(path));
-    const auto state = proxy->getProperty("ActiveState").onInterface("org.freedesktop.systemd1.Unit").get<std::string>();
+    const auto state =
+        proxy->getProperty("ActiveState").onInterface("org.freedesktop.systemd1.Unit").get<std::string>();
     const auto sub = proxy->getProperty("SubState").onInterface("org.freedesktop.systemd1.Unit").get<std::string>();
     std::string restarts;
     if (unit.ends_with(".service")) {
@@ -257,16 +258,18 @@ HealthLook look_unit(const HealthCheck& check, const HealthProbes& probes, std::
     if (state != "active") {
       return {false, unit + " is " + escaped(state) + " (" + escaped(sub) + ")" + restarts};
     }
-    const auto entered =
-        proxy->getProperty("ActiveEnterTimestampMonotonic").onInterface("org.freedesktop.systemd1.Unit").get<uint64_t>();
+    const auto entered = proxy->getProperty("ActiveEnterTimestampMonotonic")
+                             .onInterface("org.freedesktop.systemd1.Unit")
+                             .get<uint64_t>();
     const uint64_t now = monotonic_usec();
     const double up = now > entered ? static_cast<double>(now - entered) / 1e6 : 0.0;
     if (up < static_cast<double>(settle.count())) {
-      const auto left = std::chrono::milliseconds(
-          static_cast<int64_t>((static_cast<double>(settle.count()) - up) * 1000.0) + 1);
-      return {false,
-              fmt::format("{} is active for {:.0f} s of the {} s it must stay up{}", unit, up, settle.count(), restarts),
-              left};
+      const auto left =
+          std::chrono::milliseconds(static_cast<int64_t>((static_cast<double>(settle.count()) - up) * 1000.0) + 1);
+      return {
+          false,
+          fmt::format("{} is active for {:.0f} s of the {} s it must stay up{}", unit, up, settle.count(), restarts),
+          left};
     }
     return {true, fmt::format("{} is active for {:.0f} s{}", unit, up, restarts)};
   } catch (const sdbus::Error& e) {
@@ -338,12 +341,9 @@ std::string describe(const std::vector<HealthCheck>& checks) {
 
 HealthLook look_at(const HealthCheck& check, const HealthProbes& probes, std::chrono::seconds settle) {
   switch (check.kind) {
-    case HealthCheck::Kind::unit:
-      return look_unit(check, probes, settle);
-    case HealthCheck::Kind::exec:
-      return look_exec(check, probes);
-    case HealthCheck::Kind::http:
-      return look_http(check);
+    case HealthCheck::Kind::unit: return look_unit(check, probes, settle);
+    case HealthCheck::Kind::exec: return look_exec(check, probes);
+    case HealthCheck::Kind::http: return look_http(check);
     case HealthCheck::Kind::node_ready:
       if (!probes.node_ready) {
         return {false, "no cluster to ask: node-ready needs the Job's service account"};

@@ -80,7 +80,8 @@ Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[4096];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd poll_fd{read_end.get(), POLLIN, 0};
     const int ready = left.count() > 0 ? ::poll(&poll_fd, 1, static_cast<int>(left.count())) : 0;
     if (ready < 0 && errno == EINTR) {
@@ -89,9 +90,9 @@ Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string
     if (ready <= 0) {
       ::kill(pid, SIGKILL);
       wait_for(pid);
-      return SysError{"failed to run '" + shown + "': it did not finish within " +
-                          std::to_string(timeout.count() / 1000) + " s",
-                      ETIMEDOUT};
+      return SysError{
+          "failed to run '" + shown + "': it did not finish within " + std::to_string(timeout.count() / 1000) + " s",
+          ETIMEDOUT};
     }
     const ssize_t n = ::read(read_end.get(), buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) {
@@ -112,9 +113,9 @@ Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string
   if (done == 0) {
     ::kill(pid, SIGKILL);
     wait_for(pid);
-    return SysError{"failed to run '" + shown + "': it did not finish within " +
-                        std::to_string(timeout.count() / 1000) + " s",
-                    ETIMEDOUT};
+    return SysError{
+        "failed to run '" + shown + "': it did not finish within " + std::to_string(timeout.count() / 1000) + " s",
+        ETIMEDOUT};
   }
   result.exit_status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   return result;

@@ -162,7 +162,8 @@ bool LinkedVersionInstaller::staged_before(const HostDir& versions, const std::s
     return false;
   }
   if (!has_version(versions, version)) {
-    throw Failure("cannot install version " + version + ": " + in_quotes(versions.display(entry)) + " exists but " + incomplete);
+    throw Failure("cannot install version " + version + ": " + in_quotes(versions.display(entry)) + " exists but " +
+                  incomplete);
   }
   spdlog::info("{}: reusing the complete {} that an earlier run staged", m_target.component, versions.display(entry));
   return true;
@@ -174,8 +175,8 @@ void LinkedVersionInstaller::publish(const HostDir& versions, const std::string&
   try {
     make(partial);
     if (::renameat(versions.fd(), partial.c_str(), versions.fd(), entry.c_str()) != 0) {
-      throw Failure(
-          system_message("rename " + in_quotes(versions.display(partial)) + " to " + in_quotes(versions.display(entry)), errno));
+      throw Failure(system_message(
+          "rename " + in_quotes(versions.display(partial)) + " to " + in_quotes(versions.display(entry)), errno));
     }
     versions.sync().value();
   } catch (...) {

@@ -190,7 +190,8 @@ class SyncInstaller final : public Installer {
     }
     const std::string undo = undo_entry(version, installed);
     if (::renameat(backups.fd(), name.c_str(), backups.fd(), undo.c_str()) != 0) {
-      throw Failure(system_message("rename " + in_quotes(backups.display(name)) + " to " + in_quotes(backups.display(undo)), errno));
+      throw Failure(system_message(
+          "rename " + in_quotes(backups.display(name)) + " to " + in_quotes(backups.display(undo)), errno));
     }
     backups.sync().value();
     m_committed = undo;
@@ -252,8 +253,8 @@ class SyncInstaller final : public Installer {
     const std::string undo = find_undo(backups, current);
     const std::string restoring = entry(k_restoring, current);
     if (::renameat(backups.fd(), undo.c_str(), backups.fd(), restoring.c_str()) != 0) {
-      throw Failure(
-          system_message("rename " + in_quotes(backups.display(undo)) + " to " + in_quotes(backups.display(restoring)), errno));
+      throw Failure(system_message(
+          "rename " + in_quotes(backups.display(undo)) + " to " + in_quotes(backups.display(restoring)), errno));
     }
     backups.sync().value();
     restore(backups, restoring);

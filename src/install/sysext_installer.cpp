@@ -21,8 +21,8 @@
 #include "hoist/sys/durable_tree.hpp"
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/util/error.hpp"
-#include "hoist/verify/sysext_image.hpp"
 #include "hoist/util/text.hpp"
+#include "hoist/verify/sysext_image.hpp"
 #include "linked_versions.hpp"
 
 namespace hoist {

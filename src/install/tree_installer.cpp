@@ -102,7 +102,8 @@ class TreeInstaller final : public Installer {
       stats = stage_tree(payload, staging.fd(), link_dest ? link_dest.get() : -1, options);
       make_tree_durable(staging.fd(), m_durability, staging.display()).value();
       if (::renameat(dest.fd(), partial.c_str(), dest.fd(), version.c_str()) != 0) {
-        throw Failure(system_message("rename " + in_quotes(staging.display()) + " to " + in_quotes(dest.display(version)), errno));
+        throw Failure(system_message(
+            "rename " + in_quotes(staging.display()) + " to " + in_quotes(dest.display(version)), errno));
       }
       dest.sync().value();
     } catch (...) {

@@ -140,8 +140,7 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
       throw transport_error(connection.error(), doing);
     }
     std::string request = (body != nullptr ? "POST " : "GET ") + m_config.path_prefix + target +
-                          " HTTP/1.1\r\nHost: " +
-                          m_config.server() + "\r\nUser-Agent: hoist/" + hoist_version() +
+                          " HTTP/1.1\r\nHost: " + m_config.server() + "\r\nUser-Agent: hoist/" + hoist_version() +
                           "\r\nAccept: application/json\r\nConnection: close\r\n";
     if (body != nullptr) {
       request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body->size()) + "\r\n";
@@ -276,8 +275,8 @@ ObjectList decode_list(std::string_view body, const std::string& doing) {
   ObjectList list;
   if (const auto metadata = json.find("metadata"); metadata != json.end() && metadata->is_object()) {
     // value() would throw nlohmann's type_error for a field of another type: such a list is not the API's.
-    for (auto [key, field] : {std::pair{"resourceVersion", &list.resource_version},
-                              std::pair{"continue", &list.continue_token}}) {
+    for (auto [key, field] :
+         {std::pair{"resourceVersion", &list.resource_version}, std::pair{"continue", &list.continue_token}}) {
       if (const auto found = metadata->find(key); found != metadata->end()) {
         if (!found->is_string()) {
           throw KubeError(Kind::bad_response, 200, doing + ": metadata." + key + " of the list is not a string");

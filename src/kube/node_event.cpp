@@ -1,7 +1,7 @@
 #include "hoist/kube/node_event.hpp"
 
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 
 namespace hoist {
 

@@ -27,8 +27,7 @@ std::string node_metrics_text(const std::vector<ComponentState>& states, const R
   for (const ComponentState& state : states) {
     if (!state.current.empty()) {
       text += "hoist_component_info{component=\"" + prometheus_label_value(state.component) + "\",kind=\"" +
-              prometheus_label_value(state.kind) + "\",version=\"" + prometheus_label_value(state.current) +
-              "\"} 1\n";
+              prometheus_label_value(state.kind) + "\",version=\"" + prometheus_label_value(state.current) + "\"} 1\n";
     }
   }
   text +=

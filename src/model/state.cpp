@@ -113,8 +113,11 @@ json optional_object(const std::optional<HealthRecord>& health) {
   if (!health) {
     return nullptr;
   }
-  return json{{"version", health->version}, {"verdict", health->verdict}, {"check", health->check},
-              {"detail", health->detail},   {"time", health->time}};
+  return json{{"version", health->version},
+              {"verdict", health->verdict},
+              {"check", health->check},
+              {"detail", health->detail},
+              {"time", health->time}};
 }
 
 // An optional list of non-empty strings without control characters (`what` they must be, for the message).
@@ -138,7 +141,6 @@ std::vector<std::string> owed_list(const json& document, const Reader& top, cons
 
 }  // namespace
 
-
 std::string to_json_text(const ComponentState& state) {
   json versions = json::array();
   for (const auto& record : state.versions) {
@@ -149,23 +151,23 @@ std::string to_json_text(const ComponentState& state) {
     quarantined.push_back({{"version", record.version}, {"since", record.since}, {"reason", record.reason}});
   }
   json document{{"schema", k_state_schema},
-                      {"component", state.component},
-                      {"kind", state.kind},
-                      {"destination", state.destination},
-                      {"version_scheme", state.version_scheme},
-                      {"current", state.current},
-                      {"previous", state.previous},
-                      {"versions", versions},
-                      {"last_result", optional_object(state.last_result)},
-                      {"boot_id", state.boot_id},
-                      {"pending_reboot", optional_object(state.pending_reboot)},
-                      {"owed_restarts", state.owed_restarts},
-                      {"rollbacks", state.rollbacks},
-                      {"rollback", optional_object(state.rollback)},
-                      {"switching", optional_object(state.switching)},
-                      {"quarantined", quarantined},
-                      {"owed_health_checks", state.owed_health_checks},
-                      {"health", optional_object(state.health)}};
+                {"component", state.component},
+                {"kind", state.kind},
+                {"destination", state.destination},
+                {"version_scheme", state.version_scheme},
+                {"current", state.current},
+                {"previous", state.previous},
+                {"versions", versions},
+                {"last_result", optional_object(state.last_result)},
+                {"boot_id", state.boot_id},
+                {"pending_reboot", optional_object(state.pending_reboot)},
+                {"owed_restarts", state.owed_restarts},
+                {"rollbacks", state.rollbacks},
+                {"rollback", optional_object(state.rollback)},
+                {"switching", optional_object(state.switching)},
+                {"quarantined", quarantined},
+                {"owed_health_checks", state.owed_health_checks},
+                {"health", optional_object(state.health)}};
   if (!state.selinux_label.empty()) {
     document["selinux_label"] = state.selinux_label;
   }
@@ -213,8 +215,8 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   }
   if (const json& result = top.any("last_result"); !result.is_null()) {
     const Reader r(result, where + " in 'last_result'");
-    state.last_result =
-        LastResult{r.string("command"), r.string("outcome"), r.string("version"), r.string("time"), r.string("message")};
+    state.last_result = LastResult{r.string("command"), r.string("outcome"), r.string("version"), r.string("time"),
+                                   r.string("message")};
   }
   // Written since owed restarts (and then owed health checks) were recorded; a state from before has none.
   state.owed_restarts = owed_list(document, top, "owed_restarts", "unit names");
@@ -241,9 +243,9 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   // Written since upgrades record their switch before it; a state from before has none.
   if (const auto intent = document.find("switching"); intent != document.end() && !intent->is_null()) {
     const Reader r(*intent, where + " in 'switching'");
-    state.switching = SwitchIntent{r.string("to"), r.string("started_at"),
-                                   owed_list(*intent, r, "owed_restarts", "unit names"),
-                                   owed_list(*intent, r, "owed_health_checks", "health checks")};
+    state.switching =
+        SwitchIntent{r.string("to"), r.string("started_at"), owed_list(*intent, r, "owed_restarts", "unit names"),
+                     owed_list(*intent, r, "owed_health_checks", "health checks")};
   }
   // Written since rollbacks quarantine what they leave; a state from before has none.
   if (const auto quarantined = document.find("quarantined"); quarantined != document.end()) {
@@ -269,7 +271,9 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   return state;
 }
 
-std::string StateStore::component_dir(std::string_view component) const { return join(m_state_dir, component); }
+std::string StateStore::component_dir(std::string_view component) const {
+  return join(m_state_dir, component);
+}
 
 std::vector<std::string> StateStore::components() const {
   std::vector<std::string> names;

@@ -102,7 +102,14 @@ std::optional<std::string> unquote(std::string_view quoted, std::string& why) {
       case 'x': digits = 2; break;
       case 'u': digits = 4; break;
       case 'U': digits = 8; break;
-      case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7':
+      case '0':
+      case '1':
+      case '2':
+      case '3':
+      case '4':
+      case '5':
+      case '6':
+      case '7':
         digits = 3;
         base = 8;
         --i;  // the first digit is part of the number

@@ -128,7 +128,8 @@ std::vector<std::string_view> parse_identifiers(std::string_view text, std::stri
     for (char c : identifier) {
       if (!is_alnum(c) && c != '-') {
         reject(VersionScheme::semver, text,
-               std::string(what) + " identifier " + quote_for_message(identifier) + " has a character outside [0-9A-Za-z-]");
+               std::string(what) + " identifier " + quote_for_message(identifier) +
+                   " has a character outside [0-9A-Za-z-]");
       }
     }
   }
@@ -486,8 +487,9 @@ std::string Version::canonical() const {
 
 std::strong_ordering operator<=>(const Version& lhs, const Version& rhs) {
   if (lhs.m_scheme != rhs.m_scheme) {
-    throw std::logic_error("cannot compare " + std::string(to_string(lhs.m_scheme)) + " version " + quote_for_message(lhs.m_text) +
-                           " with " + std::string(to_string(rhs.m_scheme)) + " version " + quote_for_message(rhs.m_text));
+    throw std::logic_error("cannot compare " + std::string(to_string(lhs.m_scheme)) + " version " +
+                           quote_for_message(lhs.m_text) + " with " + std::string(to_string(rhs.m_scheme)) +
+                           " version " + quote_for_message(rhs.m_text));
   }
   // The texts were validated by parse(), so the scheme's parser cannot throw here.
   switch (lhs.m_scheme) {

@@ -11,8 +11,7 @@ bool agree_with_host(Installer& installer, ComponentState& state) {
   const std::optional<RollbackIntent> intent = state.rollback;
   const std::optional<SwitchIntent> switching = state.switching;
   switch (reconcile_with_host(state, installer.host_current(state))) {
-    case Reconciled::agreed:
-      return false;
+    case Reconciled::agreed: return false;
     case Reconciled::intent_gone:
       spdlog::info("{}: the rollback from {} to {} that a killed run began never switched", state.component,
                    intent->from, intent->to);
@@ -23,16 +22,16 @@ bool agree_with_host(Installer& installer, ComponentState& state) {
       return true;
     case Reconciled::switched:
       if (recorded == state.current) {
-        spdlog::warn("{}: a run that repaired {} was stopped before recording it; owing what it owed",
-                     state.component, recorded);
+        spdlog::warn("{}: a run that repaired {} was stopped before recording it; owing what it owed", state.component,
+                     recorded);
         return true;
       }
       spdlog::warn("{}: the state said {}, the host has {}: a run was killed after its switch; recording {}",
                    state.component, recorded, state.current, state.current);
       return true;
     case Reconciled::rolled_back:
-      spdlog::warn("{}: the rollback from {} to {} that a killed run began had switched; recording it",
-                   state.component, intent->from, intent->to);
+      spdlog::warn("{}: the rollback from {} to {} that a killed run began had switched; recording it", state.component,
+                   intent->from, intent->to);
       return true;
   }
   return true;

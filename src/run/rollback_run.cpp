@@ -61,8 +61,7 @@ void save_with_owed_restarts(const HostRoot& root, const StateStore& store, cons
 }
 
 // Records the rollback that `state` now holds, with the restarts it owes, and does them.
-void finish(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
-            ComponentKind kind) {
+void finish(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state, ComponentKind kind) {
   save_with_owed_restarts(root, store, host, state, kind);
   const LogFields host_phase{{"phase", "host"}};
   host.after_switch(store, {SwitchedComponent{state.component, kind, state.current, true}});

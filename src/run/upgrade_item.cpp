@@ -55,7 +55,8 @@ bool is_inside(const std::string& path, const std::string& dir) {
 // The destination as the host resolves it. A file or sysext destination is a link that hoist itself points at
 // the installed version: its own target is not where the component lives, its parent directory's is.
 std::string resolved_destination(const HostRoot& root, const ComponentSpec& spec) {
-  const Follow follow = spec.kind == ComponentKind::file || spec.kind == ComponentKind::sysext ? Follow::no : Follow::yes;
+  const Follow follow =
+      spec.kind == ComponentKind::file || spec.kind == ComponentKind::sysext ? Follow::no : Follow::yes;
   auto resolved = root.resolve(normal_destination(spec.destination), follow);
   if (!resolved) {
     throw UsageError("cannot use the destination " + in_quotes(spec.destination) + " of component '" + spec.name +
@@ -71,7 +72,8 @@ std::string resolved_destination(const HostRoot& root, const ComponentSpec& spec
 // How a destination is named in a refusal: as given, and where the host's symlinks take it when that differs.
 std::string shown(const UpgradeItem& item, const std::string& resolved) {
   const std::string& given = item.spec.destination;
-  return normal_destination(given) == resolved ? "'" + given + "'" : "'" + given + "' (on the host: '" + resolved + "')";
+  return normal_destination(given) == resolved ? "'" + given + "'"
+                                               : "'" + given + "' (on the host: '" + resolved + "')";
 }
 
 }  // namespace
@@ -100,8 +102,8 @@ void check_distinct(const std::vector<UpgradeItem>& items, const HostRoot& root)
       if (inner_is_new || is_inside(other, resolved)) {
         const UpgradeItem& inner = inner_is_new ? item : *other_item;
         const UpgradeItem& outer = inner_is_new ? *other_item : item;
-        throw UsageError("components '" + inner.spec.name + "' and '" + outer.spec.name + "' overlap: " +
-                         shown(inner, inner_is_new ? resolved : other) + " is inside " +
+        throw UsageError("components '" + inner.spec.name + "' and '" + outer.spec.name +
+                         "' overlap: " + shown(inner, inner_is_new ? resolved : other) + " is inside " +
                          shown(outer, inner_is_new ? other : resolved));
       }
     }

@@ -202,7 +202,8 @@ Verdict check_lzma(Source& source, bool lzip) {
       case LZMA_OK: break;
       case LZMA_STREAM_END: return std::optional<std::string>();
       case LZMA_BUF_ERROR: return std::optional(truncated(name));
-      case LZMA_MEM_ERROR: return SysError{"failed to decode the " + std::string(name) + " stream: out of memory", ENOMEM};
+      case LZMA_MEM_ERROR:
+        return SysError{"failed to decode the " + std::string(name) + " stream: out of memory", ENOMEM};
       case LZMA_DATA_ERROR:
         return std::optional<std::string>("its " + std::string(name) +
                                           " data does not decode or does not match its check (it is damaged)");
@@ -240,8 +241,8 @@ Verdict check_zstd(Source& source) {
         if (ZSTD_getErrorCode(pending) == ZSTD_error_checksum_wrong) {
           return std::optional<std::string>("its zstd content checksum does not match its data");
         }
-        return std::optional<std::string>("its zstd stream is damaged (" +
-                                          std::string(ZSTD_getErrorName(pending)) + ")");
+        return std::optional<std::string>("its zstd stream is damaged (" + std::string(ZSTD_getErrorName(pending)) +
+                                          ")");
       }
       if (in.pos == in.size && o.pos < o.size) {
         break;  // everything of this chunk is decoded: read on
@@ -320,7 +321,9 @@ std::optional<Compression> detect_compression(std::string_view head, std::string
   if (starts_with(head, "BZh"sv) && head.size() > 3 && head[3] >= '1' && head[3] <= '9') {
     return Compression::bzip2;
   }
-  if (starts_with(head, "\xfd" "7zXZ\0"sv)) {
+  if (starts_with(head,
+                  "\xfd"
+                  "7zXZ\0"sv)) {
     return Compression::xz;
   }
   if (starts_with(head, "LZIP"sv)) {
@@ -335,8 +338,11 @@ std::optional<Compression> detect_compression(std::string_view head, std::string
   // What libarchive would read through an external program (lzop, lrzip, grzip) or without a check
   // (compress, legacy lz4): named, so that the refusal says why.
   constexpr std::pair<std::string_view, std::string_view> k_unsupported[] = {
-      {"\x89LZO\0\r\n\x1a\n"sv, "lzop"},   {"LRZI"sv, "lrzip"},          {"GRZipII"sv, "grzip"},
-      {"\x1f\x9d"sv, "compress (.Z)"},     {"\x02\x21\x4c\x18"sv, "legacy lz4"},
+      {"\x89LZO\0\r\n\x1a\n"sv, "lzop"},
+      {"LRZI"sv, "lrzip"},
+      {"GRZipII"sv, "grzip"},
+      {"\x1f\x9d"sv, "compress (.Z)"},
+      {"\x02\x21\x4c\x18"sv, "legacy lz4"},
   };
   for (const auto& [magic, name] : k_unsupported) {
     if (starts_with(head, magic)) {

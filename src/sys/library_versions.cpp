@@ -33,7 +33,9 @@
 
 namespace hoist {
 
-std::string hoist_version() { return HOIST_VERSION; }
+std::string hoist_version() {
+  return HOIST_VERSION;
+}
 
 namespace {
 
@@ -93,8 +95,8 @@ std::vector<LibraryVersion> linked_library_versions() {
       {"CLI11", CLI11_VERSION},
       {"spdlog", fmt::format("{}.{}.{}", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH)},
       {"fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
-      {"nlohmann-json", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
-                                    NLOHMANN_JSON_VERSION_PATCH)},
+      {"nlohmann-json",
+       fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
   };
 }
 

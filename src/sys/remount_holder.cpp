@@ -306,8 +306,8 @@ Expected<RemountHolder> RemountHolder::engage(const HostRoot& root, const MountN
       if (!fd || ::fstat(fd->get(), &st) != 0 || std::to_string(st.st_dev) != f[3] ||
           std::to_string(st.st_ino) != f[4]) {
         (void)holder.restore();
-        return SysError{"failed to remount for " + in_quotes(f[1]) + ": the host's " + in_quotes(ancestor) + " (on mount " +
-                            mount.entry.describe() + ") is not what '" + root.display(ancestor) +
+        return SysError{"failed to remount for " + in_quotes(f[1]) + ": the host's " + in_quotes(ancestor) +
+                            " (on mount " + mount.entry.describe() + ") is not what '" + root.display(ancestor) +
                             "' is here: this mount namespace does not see that mount (mounted after the pod "
                             "started, or the host root is not a recursive bind of the host's /)",
                         EXDEV};

@@ -43,9 +43,9 @@ Expected<void> remount(const MountEntry& entry, RemountScope scope, int mount_ro
     if (error == EACCES && !read_only) {
       // The kernel's answer when the block device under the filesystem is
       // read-only (a loop device set up with -r, a write-protected disk).
-      return SysError{system_message(what, error) +
-                          " (the block device is read-only; it cannot be made writable by a remount)",
-                      error};
+      return SysError{
+          system_message(what, error) + " (the block device is read-only; it cannot be made writable by a remount)",
+          error};
     }
     return sys_error(what);
   }

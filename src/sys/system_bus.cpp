@@ -36,9 +36,9 @@ Expected<BusAddress> system_bus_address(const HostRoot& root, const std::string&
   const std::string display = "unix:path=" + root.display(k_socket);
   auto socket = root.open(k_socket, O_PATH);
   if (!socket) {
-    return SysError{
-        "failed to find the system bus socket " + in_quotes(root.display(k_socket)) + ": " + errno_text(socket.error().errnum),
-        socket.error().errnum};
+    return SysError{"failed to find the system bus socket " + in_quotes(root.display(k_socket)) + ": " +
+                        errno_text(socket.error().errnum),
+                    socket.error().errnum};
   }
   std::string address = "unix:path=/proc/self/fd/" + std::to_string(socket->get());
   return BusAddress{std::move(address), display, std::move(*socket)};

@@ -8,8 +8,8 @@
 namespace hoist {
 
 void refuse_entry(std::string_view name, std::string_view archive_display, std::string_view reason) {
-  throw Error(ExitCode::verification,
-              "refusing archive entry " + in_quotes(name) + " in " + in_quotes(archive_display) + ": " + std::string(reason));
+  throw Error(ExitCode::verification, "refusing archive entry " + in_quotes(name) + " in " +
+                                          in_quotes(archive_display) + ": " + std::string(reason));
 }
 
 std::string_view describe(NameProblem problem) {

@@ -23,7 +23,9 @@ std::optional<Compression> compression_of(int fd, std::string& unsupported) {
   return detect_compression(std::string_view(head, n > 0 ? static_cast<size_t>(n) : 0), unsupported);
 }
 
-bool same_time(const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+bool same_time(const timespec& a, const timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
 
 }  // namespace
 
@@ -91,7 +93,8 @@ Fd Payload::reopen() const {
   const std::string link = "/proc/self/fd/" + std::to_string(m_file->get());
   Fd fd(::open(link.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!fd) {
-    throw Failure(system_message("reopen payload " + in_quotes(m_path.string()) + " through " + in_quotes(link), errno));
+    throw Failure(
+        system_message("reopen payload " + in_quotes(m_path.string()) + " through " + in_quotes(link), errno));
   }
   return fd;
 }

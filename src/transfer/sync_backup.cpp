@@ -74,7 +74,8 @@ SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
 void SyncJournal::write_record(const SyncRecord& record) {
   // One write per record (O_APPEND): a kill leaves whole records, and the last one at worst cut short.
   // The tag goes first, before the first change: a sync that changes nothing leaves an empty journal.
-  std::string text = m_tag_recorded ? std::string() : encode_sync_record({SyncRecord::Kind::temporaries, m_tag, {}}) + '\0';
+  std::string text =
+      m_tag_recorded ? std::string() : encode_sync_record({SyncRecord::Kind::temporaries, m_tag, {}}) + '\0';
   m_tag_recorded = true;
   text += encode_sync_record(record);
   unwrap(write_all(m_journal.get(), std::string_view(text.c_str(), text.size() + 1), m_display + "/" + k_journal_name));

@@ -9,7 +9,8 @@ namespace {
 
 bool valid_relpath(std::string_view relpath, SyncRecord::Kind kind) {
   if (kind == SyncRecord::Kind::temporaries) {
-    return !relpath.empty() && relpath.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") == std::string_view::npos;
+    return !relpath.empty() &&
+           relpath.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") == std::string_view::npos;
   }
   if (relpath.empty()) {
     return kind == SyncRecord::Kind::directory;
@@ -55,7 +56,8 @@ std::string encode_sync_record(const SyncRecord& record) {
     if (record.mtime.tv_nsec < 0 || record.mtime.tv_nsec > 999'999'999) {
       throw std::invalid_argument("a sync journal record with nanoseconds out of range");
     }
-    text += std::to_string(static_cast<long long>(record.mtime.tv_sec)) + ' ' + std::to_string(record.mtime.tv_nsec) + ' ';
+    text +=
+        std::to_string(static_cast<long long>(record.mtime.tv_sec)) + ' ' + std::to_string(record.mtime.tv_nsec) + ' ';
   }
   return text + record.relpath;
 }

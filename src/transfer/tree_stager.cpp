@@ -301,9 +301,7 @@ TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest,
     case PayloadType::directory:
       stats = transfer::DirectoryStager(payload, staging_dir, link_dest, options).run();
       break;
-    case PayloadType::archive:
-      stats = transfer::stage_archive(payload, staging_dir, link_dest, options);
-      break;
+    case PayloadType::archive: stats = transfer::stage_archive(payload, staging_dir, link_dest, options); break;
     case PayloadType::file:
       throw UsageError("cannot stage '" + payload.path().string() +
                        "' as a tree: it is neither a directory nor an archive");

@@ -57,7 +57,8 @@ class TreeSyncer : PayloadWalk {
   TreeSyncer(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& options)
       : PayloadWalk(payload, options), m_dest_display(fd_display(dest_dir)) {
     if (payload.type() != PayloadType::directory) {
-      throw UsageError("cannot sync " + in_quotes(payload.path().string()) + " in place: the sync kind takes a directory");
+      throw UsageError("cannot sync " + in_quotes(payload.path().string()) +
+                       " in place: the sync kind takes a directory");
     }
     m_dest = unwrap(reopen_directory(dest_dir, m_dest_display));
     struct stat st {};

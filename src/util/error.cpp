@@ -20,6 +20,8 @@ std::string system_message(std::string_view what, int errnum) {
   return message;
 }
 
-SysError sys_error(std::string_view what, int errnum) { return SysError{system_message(what, errnum), errnum}; }
+SysError sys_error(std::string_view what, int errnum) {
+  return SysError{system_message(what, errnum), errnum};
+}
 
 }  // namespace hoist

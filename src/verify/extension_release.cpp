@@ -28,8 +28,8 @@ std::vector<std::string_view> words(std::string_view text) {
 }
 
 [[noreturn]] void refuse_extension(std::string_view image_name, std::string_view source, const std::string& why) {
-  throw Error(ExitCode::verification, "extension " + in_quotes(image_name) + " does not match the host (" +
-                                          std::string(source) + "): " + why);
+  throw Error(ExitCode::verification,
+              "extension " + in_quotes(image_name) + " does not match the host (" + std::string(source) + "): " + why);
 }
 
 }  // namespace
@@ -88,7 +88,8 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
   if (const auto scope = release_field(extension, "SYSEXT_SCOPE")) {
     const auto scopes = words(*scope);
     if (std::find(scopes.begin(), scopes.end(), "system") == scopes.end()) {
-      refuse_extension(image_name, source, "SYSEXT_SCOPE is " + in_quotes(*scope) + ", which does not include 'system'");
+      refuse_extension(image_name, source,
+                       "SYSEXT_SCOPE is " + in_quotes(*scope) + ", which does not include 'system'");
     }
   }
 
@@ -100,7 +101,8 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
 
   const std::string_view id = release_value(extension, "ID");
   if (id.empty()) {
-    refuse_extension(image_name, source, "ID is not set; it must be the host's ID " + in_quotes(host_id) + " or '_any'");
+    refuse_extension(image_name, source,
+                     "ID is not set; it must be the host's ID " + in_quotes(host_id) + " or '_any'");
   }
   if (id == "_any") {
     return;
@@ -129,9 +131,9 @@ void check_extension_release(const OsRelease& host, const OsRelease& extension, 
   if (!host_version.empty()) {
     const std::string_view version = release_value(extension, "VERSION_ID");
     if (version.empty()) {
-      refuse_extension(
-          image_name, source,
-          "VERSION_ID is not set (nor a SYSEXT_LEVEL the host has); the host's VERSION_ID is " + in_quotes(host_version));
+      refuse_extension(image_name, source,
+                       "VERSION_ID is not set (nor a SYSEXT_LEVEL the host has); the host's VERSION_ID is " +
+                           in_quotes(host_version));
     }
     if (version != host_version) {
       refuse_extension(image_name, source,

@@ -310,8 +310,8 @@ OsRelease read_host_os_release(const HostRoot& root) {
   if (auto text = read_inside(root, k_usr, usr_errno)) {
     return parse_os_release(*text, root.display(k_usr));
   }
-  throw Failure("failed to read the host's os-release: " + in_quotes(root.display(k_etc)) + ": " + errno_text(etc_errno) +
-                ", " + in_quotes(root.display(k_usr)) + ": " + errno_text(usr_errno));
+  throw Failure("failed to read the host's os-release: " + in_quotes(root.display(k_etc)) + ": " +
+                errno_text(etc_errno) + ", " + in_quotes(root.display(k_usr)) + ": " + errno_text(usr_errno));
 }
 
 }  // namespace hoist

@@ -103,8 +103,7 @@ class HostSteps {
   [[noreturn]] void reboot(const StateStore& store, const std::vector<SwitchedComponent>& components);
   void record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
                       const std::string& message);
-  void strike_owed(const StateStore& store, const std::vector<SwitchedComponent>& components,
-                   const std::string& unit);
+  void strike_owed(const StateStore& store, const std::vector<SwitchedComponent>& components, const std::string& unit);
 
   const Context& m_context;
   std::string m_command;

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hoist/kube/kube_config.hpp"
 #include "hoist/kube/https_connection.hpp"
+#include "hoist/kube/kube_config.hpp"
 #include "hoist/util/error.hpp"
 
 namespace hoist {

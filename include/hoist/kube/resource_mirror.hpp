@@ -73,8 +73,8 @@ class ResourceMirror {
   [[nodiscard]] Snapshot snapshot() const;
   /// What changed in the snapshot since the last read_changes().
   struct Changes {
-    bool relisted = false;          ///< a LIST replaced every object: read them all
-    std::set<std::string> names;    ///< else: the objects added, modified or deleted since
+    bool relisted = false;        ///< a LIST replaced every object: read them all
+    std::set<std::string> names;  ///< else: the objects added, modified or deleted since
   };
   /// Calls `reader` under the mirror's lock with the snapshot and what changed since the last call, so
   /// that an owner who keeps its own view of thousands of objects copies only the changed ones;

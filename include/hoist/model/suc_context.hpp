@@ -18,13 +18,13 @@ Environment process_environment();
 /// "The SUC contract"), read in one place so every command sees the same facts.
 /// Outside a Job (a manual run) the fields are simply empty.
 struct SucContext {
-  std::string node_name;            ///< SYSTEM_UPGRADE_NODE_NAME
-  std::string pod_name;             ///< SYSTEM_UPGRADE_POD_NAME
-  std::string pod_uid;              ///< SYSTEM_UPGRADE_POD_UID
-  std::string plan_name;            ///< SYSTEM_UPGRADE_PLAN_NAME
-  std::string plan_latest_hash;     ///< SYSTEM_UPGRADE_PLAN_LATEST_HASH
-  std::string plan_latest_version;  ///< SYSTEM_UPGRADE_PLAN_LATEST_VERSION (munged: every '+' became '-')
-  std::map<std::string, std::string> labels;       ///< /run/system-upgrade/pod/labels
+  std::string node_name;                      ///< SYSTEM_UPGRADE_NODE_NAME
+  std::string pod_name;                       ///< SYSTEM_UPGRADE_POD_NAME
+  std::string pod_uid;                        ///< SYSTEM_UPGRADE_POD_UID
+  std::string plan_name;                      ///< SYSTEM_UPGRADE_PLAN_NAME
+  std::string plan_latest_hash;               ///< SYSTEM_UPGRADE_PLAN_LATEST_HASH
+  std::string plan_latest_version;            ///< SYSTEM_UPGRADE_PLAN_LATEST_VERSION (munged: every '+' became '-')
+  std::map<std::string, std::string> labels;  ///< /run/system-upgrade/pod/labels
   std::map<std::string, std::string> annotations;  ///< /run/system-upgrade/pod/annotations
   std::filesystem::path secrets_dir;               ///< /run/system-upgrade/secrets (when present)
   std::filesystem::path service_account_dir;       ///< .../serviceaccount (when present)

@@ -74,8 +74,8 @@ class ArchiveReader {
   Expected<void> restore_zip_name(archive_entry* entry);
 
   struct archive* m_archive = nullptr;
-  archive_entry* m_entry = nullptr;  ///< the entry next() returned last
-  size_t m_entries = 0;               ///< how many entries next() returned
+  archive_entry* m_entry = nullptr;                     ///< the entry next() returned last
+  size_t m_entries = 0;                                 ///< how many entries next() returned
   std::optional<std::vector<std::string>> m_zip_names;  ///< zip_local_names(), read when first needed
   Fd m_fd;
   uint64_t m_file_size = 0;

@@ -24,7 +24,7 @@ struct SysError {
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : m_v(std::in_place_index<0>, std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Expected(T value) : m_v(std::in_place_index<0>, std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Expected(SysError error) : m_v(std::in_place_index<1>, std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool has_value() const noexcept { return m_v.index() == 0; }

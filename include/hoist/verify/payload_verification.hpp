@@ -3,8 +3,8 @@
 #include <optional>
 
 #include "hoist/model/component.hpp"
-#include "hoist/verify/checksums.hpp"
 #include "hoist/transfer/payload.hpp"
+#include "hoist/verify/checksums.hpp"
 
 namespace hoist {
 
