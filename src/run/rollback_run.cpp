@@ -74,11 +74,11 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   const LogFields fields{{"component", options.component}, {"phase", "rollback"}};
   const HostRoot& root = context.root();
   const StateStore store(root, context.options.state_dir);
-  // SIGTERM/SIGINT stop the run at its safe points (host integration).
+  // SIGTERM/SIGINT stop the run at its safe points (sys/stop_signals.hpp).
   stop_signals::install();
 
   const Lock lock = take_run_lock(context);
-  // Host integration (reboot handshake, remount, restarts, reboot); declared
+  // The host steps (reboot handshake, remount, restarts, reboot); declared
   // after the lock so that its remounts are put back before the lock is released.
   HostSteps host(context, k_command, options.host, DryRun::no);
 

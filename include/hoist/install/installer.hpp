@@ -123,7 +123,7 @@ class Installer {
 std::unique_ptr<Installer> make_tree_installer(const HostRoot& root, InstallTarget target, Durability durability);
 std::unique_ptr<Installer> make_file_installer(const HostRoot& root, InstallTarget target, Durability durability);
 std::unique_ptr<Installer> make_sync_installer(const HostRoot& root, InstallTarget target, Durability durability);
-/// The sysext kind (src/install/sysext_installer.cpp, host integration).
+/// The sysext kind (src/install/sysext_installer.cpp).
 std::unique_ptr<Installer> make_sysext_installer(const HostRoot& root, InstallTarget target, Durability durability);
 
 /// The installer for `target.kind`.

@@ -19,7 +19,7 @@ enum class ComponentKind {
   sync,  ///< a directory synced in place, one backup kept for one rollback
   /// A systemd-sysext image (a .raw squashfs/erofs file or a directory) kept
   /// under the state directory; /etc/extensions/<name>[.raw] links to the
-  /// current one and systemd-sysext is refreshed (host integration).
+  /// current one and systemd-sysext is refreshed (a host step, host/host_steps.hpp).
   sysext,
 };
 
@@ -84,7 +84,7 @@ struct ComponentSpec {
   std::filesystem::path sha256sums;  ///< empty: no verification
   std::filesystem::path signature;   ///< with public_key: a detached signature over sha256sums
   std::filesystem::path public_key;
-  /// Host integration: make the mounts this component writes to writable for
+  /// A host step: make the mounts this component writes to writable for
   /// the run (the manifest's `remount`; `--remount` does it for every component).
   Remount remount = Remount::no;
   InstalledVersionFrom installed_version_from;

@@ -14,7 +14,7 @@ struct RollbackOptions {
   std::string component;
   std::string to;  ///< empty: the previous version
   Durability durability = Durability::syncfs;
-  /// Host integration: --remount, --restart, --reboot (host/host_steps.hpp).
+  /// The host steps: --remount, --restart, --reboot (host/host_steps.hpp).
   HostActions host;
 };
 

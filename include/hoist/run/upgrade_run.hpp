@@ -55,7 +55,7 @@ struct UpgradeOptions {
   Durability durability = Durability::syncfs;
   /// Filled with the gate's decision for each component, when given.
   RunSummary* summary = nullptr;
-  /// Host integration: --remount, --restart, --reboot (host/host_steps.hpp).
+  /// The host steps: --remount, --restart, --reboot (host/host_steps.hpp).
   HostActions host;
   /// Archive payloads: TransferOptions' limits against decompression bombs (0: none).
   uint64_t max_unpacked_bytes = 0;
