@@ -84,8 +84,9 @@ def test_the_sbom_describes_this_binary_and_where_each_component_comes_from():
     util_linux = next(line.split()[1] for line in sources if line.startswith("util-linux "))
     assert package(document, "libmount")["externalRefs"][0]["referenceLocator"] == \
         f"pkg:deb/debian/util-linux@{util_linux}?arch=source&distro=debian-12"
-    # And the Debian packages hoist links, at the version dpkg has installed.
-    installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libssl-dev"], capture_output=True,
+    # And the Debian packages hoist links, at the version dpkg has installed for the build's architecture (the
+    # arm64 cross build installs libssl-dev:arm64 beside it, and a bare name then prints both versions).
+    installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libssl-dev:amd64"], capture_output=True,
                                text=True).stdout
     assert package(document, "openssl")["externalRefs"][0]["referenceLocator"] == \
         f"pkg:deb/debian/libssl-dev@{installed}?arch=amd64&distro=debian-12"
