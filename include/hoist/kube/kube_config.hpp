@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "hoist/kube/tls_context.hpp"
+#include "hoist/sys/tls_context.hpp"
 
 namespace hoist {
 

@@ -1,4 +1,4 @@
-#include "hoist/kube/tls_context.hpp"
+#include "hoist/sys/tls_context.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
