@@ -240,10 +240,18 @@ TEST_CASE("semver: validity and order agree with node's semver on random version
   CHECK(valid.size() > 1000);
   // Different precedence: the same direction. Equal precedence: hoist breaks the tie by the build metadata,
   // compared bytewise (no build first), so that == means the same version.
+  // Each version parsed once: parsing inside the pair loop made it millions of parses, over the test's timeout
+  // under ASan on a loaded machine.
+  std::vector<hoist::Version> parsed;
+  parsed.reserve(valid.size());
   for (std::size_t a : valid) {
-    hoist::Version lhs = hoist::Version::parse(hoist::VersionScheme::semver, texts[a]);
-    for (std::size_t b : valid) {
-      std::strong_ordering order = lhs <=> hoist::Version::parse(hoist::VersionScheme::semver, texts[b]);
+    parsed.push_back(hoist::Version::parse(hoist::VersionScheme::semver, texts[a]));
+  }
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    const std::size_t a = valid[i];
+    for (std::size_t j = 0; j < valid.size(); ++j) {
+      const std::size_t b = valid[j];
+      std::strong_ordering order = parsed[i] <=> parsed[j];
       std::strong_ordering expected =
           ranks[a] != ranks[b] ? ranks[a] <=> ranks[b] : build_of(texts[a]) <=> build_of(texts[b]);
       if (order != expected) {
