@@ -1,7 +1,6 @@
 #include "hoist/sys/sha256.hpp"
 
 #include <fcntl.h>
-#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 
 #include "hoist/util/fd.hpp"
 #include "hoist/util/text.hpp"
+#include "openssl_ptr.hpp"
 
 namespace hoist {
 
@@ -23,10 +23,8 @@ constexpr std::size_t k_read_buffer_size = std::size_t{256} * 1024;
 
 /// Throws Failure for an OpenSSL call that fails only when OpenSSL itself is broken.
 [[noreturn]] void throw_openssl_failure(std::string_view what) {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
-  throw Failure("failed to " + std::string(what) + ": " + (reason != nullptr ? reason : "unknown OpenSSL error"));
+  throw Failure("failed to " + std::string(what) + ": " +
+                openssl_error_text(OpenSslError::oldest, "unknown OpenSSL error"));
 }
 
 void init_sha256(EVP_MD_CTX* ctx) {

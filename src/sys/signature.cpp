@@ -8,28 +8,12 @@
 #include <new>
 #include <utility>
 
-#include "hoist/sys/openssl_ptr.hpp"
 #include "hoist/util/text.hpp"
+#include "openssl_ptr.hpp"
 
 namespace hoist {
 
 namespace {
-
-/// The reason of the oldest error in OpenSSL's queue (the root cause; later entries
-/// are the callers that passed it up), and an empty queue afterwards.
-std::string openssl_error_text() {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) {
-    return "unknown OpenSSL error";
-  }
-  if (const char* reason = ERR_reason_error_string(code); reason != nullptr) {
-    return reason;
-  }
-  char buffer[256];
-  ERR_error_string_n(code, buffer, sizeof buffer);
-  return buffer;
-}
 
 const unsigned char* bytes(std::string_view text) {
   return reinterpret_cast<const unsigned char*>(text.data());
@@ -66,8 +50,8 @@ Expected<SignatureKey> SignatureKey::from_pem(std::string_view pem, std::string_
   std::unique_ptr<evp_pkey_st, Free> key(PEM_read_bio_PUBKEY(bio.get(), nullptr, no_passphrase, nullptr));
   if (!key) {
     // OpenSSL's decoders say little ("unsupported"), so lead with what was expected.
-    return SysError{"failed to read public key " + in_quotes(name) +
-                        ": not a valid PEM public key (OpenSSL: " + openssl_error_text() + ")",
+    return SysError{"failed to read public key " + in_quotes(name) + ": not a valid PEM public key (OpenSSL: " +
+                        openssl_error_text(OpenSslError::oldest, "unknown OpenSSL error") + ")",
                     EINVAL};
   }
 
@@ -105,9 +89,9 @@ Expected<bool> SignatureKey::verifies(std::string_view data, std::string_view si
   // Ed25519 signs the message itself (no pre-hash), which OpenSSL spells as a NULL digest.
   const EVP_MD* md = m_kind == Kind::ed25519 ? nullptr : EVP_sha256();
   if (EVP_DigestVerifyInit(ctx.get(), nullptr, md, nullptr, m_key.get()) != 1) {
-    return SysError{
-        "failed to set up signature verification with public key " + in_quotes(m_display) + ": " + openssl_error_text(),
-        EINVAL};
+    return SysError{"failed to set up signature verification with public key " + in_quotes(m_display) + ": " +
+                        openssl_error_text(OpenSslError::oldest, "unknown OpenSSL error"),
+                    EINVAL};
   }
   const int result = EVP_DigestVerify(ctx.get(), bytes(signature), signature.size(), bytes(data), data.size());
   // A bad signature leaves OpenSSL's reasons (often just "bad signature") in the queue;

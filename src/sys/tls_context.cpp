@@ -5,7 +5,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "hoist/sys/openssl_ptr.hpp"
+#include "openssl_ptr.hpp"
 
 namespace hoist {
 
@@ -21,7 +21,7 @@ SysError tls_error(std::string_view what, std::string_view source) {
   message += " from ";
   message += source;
   message += ": ";
-  message += openssl_error_text();
+  message += openssl_error_text(OpenSslError::newest, "unknown");
   return SysError{std::move(message), 0};
 }
 
@@ -67,21 +67,6 @@ Expected<void> use_client_identity(SSL_CTX* ctx, const TlsSettings& settings, st
 }
 
 }  // namespace
-
-std::string openssl_error_text() {
-  const unsigned long code = ERR_peek_last_error();
-  ERR_clear_error();
-  if (code == 0) {
-    return "unknown";
-  }
-  const char* reason = ERR_reason_error_string(code);
-  if (reason != nullptr) {
-    return reason;
-  }
-  char buffer[256];
-  ERR_error_string_n(code, buffer, sizeof buffer);
-  return buffer;
-}
 
 void TlsContext::Free::operator()(ssl_ctx_st* ctx) const noexcept {
   SSL_CTX_free(ctx);

@@ -14,6 +14,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "openssl_ptr.hpp"
+
 namespace hoist {
 
 namespace {
@@ -152,7 +154,8 @@ Expected<TlsStream> TlsStream::open(const TlsContext& tls, const std::string& ho
   TlsStream connection(std::move(*socket), peer, interrupt);
   connection.m_ssl.reset(SSL_new(tls.get()));
   if (!connection.m_ssl) {
-    return SysError{"failed to create a TLS session for '" + peer + "': " + openssl_error_text(), 0};
+    return SysError{
+        "failed to create a TLS session for '" + peer + "': " + openssl_error_text(OpenSslError::newest, "unknown"), 0};
   }
   if (auto done = connection.handshake(host, deadline); !done) {
     return done.error();
@@ -170,7 +173,9 @@ Expected<void> TlsStream::handshake(const std::string& host, Deadline deadline) 
   const bool ip = is_ip_literal(host);
   if ((ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) : X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0)) !=
       1) {
-    return SysError{"failed to set the expected TLS name '" + host + "': " + openssl_error_text(), 0};
+    return SysError{
+        "failed to set the expected TLS name '" + host + "': " + openssl_error_text(OpenSslError::newest, "unknown"),
+        0};
   }
   if (!ip) {
     SSL_set_tlsext_host_name(ssl, host.c_str());  // SNI, for names only (RFC 6066)
@@ -195,7 +200,7 @@ Expected<void> TlsStream::handshake(const std::string& host, Deadline deadline) 
                       k_errnum_tls_verification};
     }
     const int saved = errno;
-    const std::string reason = openssl_error_text();
+    const std::string reason = openssl_error_text(OpenSslError::newest, "unknown");
     if (error == SSL_ERROR_SYSCALL && saved != 0) {
       return SysError{"TLS handshake with '" + m_peer + "' failed: " + errno_text(saved), saved};
     }
@@ -227,9 +232,11 @@ Expected<void> TlsStream::send(const std::string& request, Deadline deadline) {
       continue;
     }
     const int saved = errno;
-    return SysError{"failed to send a request to '" + m_peer +
-                        "': " + (error == SSL_ERROR_SYSCALL && saved != 0 ? errno_text(saved) : openssl_error_text()),
-                    saved != 0 ? saved : EPROTO};
+    return SysError{
+        "failed to send a request to '" + m_peer + "': " +
+            (error == SSL_ERROR_SYSCALL && saved != 0 ? errno_text(saved)
+                                                      : openssl_error_text(OpenSslError::newest, "unknown")),
+        saved != 0 ? saved : EPROTO};
   }
   return {};
 }
@@ -258,9 +265,10 @@ Expected<std::size_t> TlsStream::fill(std::string& in, Deadline deadline) {
     if (error == SSL_ERROR_SYSCALL && saved == 0) {
       return std::size_t{0};  // EOF without close_notify
     }
-    return SysError{"failed to read from '" + m_peer +
-                        "': " + (error == SSL_ERROR_SYSCALL ? errno_text(saved) : openssl_error_text()),
-                    error == SSL_ERROR_SYSCALL ? saved : EPROTO};
+    return SysError{
+        "failed to read from '" + m_peer + "': " +
+            (error == SSL_ERROR_SYSCALL ? errno_text(saved) : openssl_error_text(OpenSslError::newest, "unknown")),
+        error == SSL_ERROR_SYSCALL ? saved : EPROTO};
   }
 }
 

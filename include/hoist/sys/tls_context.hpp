@@ -37,8 +37,4 @@ class TlsContext {
   std::unique_ptr<ssl_ctx_st, Free> m_ctx;
 };
 
-/// The reason of the last OpenSSL error in this thread ("unknown" when none),
-/// and clears the thread's error queue.
-std::string openssl_error_text();
-
 }  // namespace hoist
