@@ -10,6 +10,7 @@
 
 #include "hoist/kube/https_connection.hpp"
 #include "hoist/kube/yaml_document.hpp"
+#include "hoist/model/input_file.hpp"
 #include "hoist/model/suc_context.hpp"
 #include "hoist/sys/base64.hpp"
 #include "hoist/sys/secrets.hpp"
@@ -25,15 +26,6 @@ constexpr std::size_t k_max_config_bytes = 4U << 20U;
 
 Expected<std::string> read_small_file(const std::filesystem::path& path) {
   return read_file_at(AT_FDCWD, path.string(), path.string(), k_max_config_bytes);
-}
-
-// A file that a kubeconfig or --kubeconfig names: any failure to read it is bad input (exit 2).
-std::string read_input_file(const std::filesystem::path& path) {
-  auto text = read_small_file(path);
-  if (!text) {
-    throw UsageError(text.error().message);
-  }
-  return std::move(*text);
 }
 
 std::string strip_newlines(std::string token) {
@@ -110,7 +102,7 @@ std::string pem_field(const nlohmann::json& object, const std::string& field, co
     return std::move(*pem);
   }
   if (const std::string file = string_field(object, field.c_str(), source); !file.empty()) {
-    return read_input_file(relative_to(base, file));
+    return read_input_file(relative_to(base, file), k_max_config_bytes);
   }
   return {};
 }
@@ -287,7 +279,7 @@ KubeConfig KubeConfig::from_kubeconfigs(const std::vector<std::filesystem::path>
   std::vector<KubeconfigFile> files;
   std::string context_name = context;
   for (const auto& path : paths) {
-    const auto text = read_input_file(path);
+    const auto text = read_input_file(path, k_max_config_bytes);
     auto parsed = parse_yaml(text, path.string());
     if (!parsed) {
       throw UsageError(parsed.error().message);

@@ -5,10 +5,10 @@
 #include <optional>
 #include <string>
 
+#include "hoist/model/input_file.hpp"
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
-#include "input_file.hpp"
 
 namespace hoist {
 

@@ -4,11 +4,11 @@
 #include <string>
 #include <utility>
 
+#include "hoist/model/input_file.hpp"
 #include "hoist/sys/base64.hpp"
 #include "hoist/sys/signature.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
-#include "input_file.hpp"
 
 namespace hoist {
 
