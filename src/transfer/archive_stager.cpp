@@ -40,7 +40,7 @@ struct DirRecord {
 class ArchiveStager {
  public:
   ArchiveStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
-      : m_reader(unwrap(ArchiveReader::open(payload.reopen(), payload.path().string()))),
+      : m_reader(ArchiveReader::open(payload.reopen(), payload.path().string()).value()),
         m_archive(payload.path().string()),
         m_index(m_archive),
         m_options(options),
@@ -98,7 +98,7 @@ class ArchiveStager {
   }
 
   void read_entries() {
-    while (archive_entry* entry = unwrap(m_reader.next())) {
+    while (archive_entry* entry = m_reader.next().value()) {
       if (m_pool.cancelled()) {
         return;
       }
@@ -180,7 +180,7 @@ class ArchiveStager {
   void make_directory(std::string path, const NodeMeta& meta, Xattrs xattrs, bool implicit) {
     if (!m_dry) {
       const auto [parent, name] = split_parent(path);
-      const int dirfd = unwrap(m_targets.open(parent));
+      const int dirfd = m_targets.open(parent).value();
       // 0700 until the end: entries are made inside as root, and its own mode could forbid that to nobody else.
       if (::mkdirat(dirfd, std::string(name).c_str(), 0700) != 0) {
         throw Failure(system_message("create directory " + in_quotes(m_target.staging_display(path)), errno));
@@ -197,7 +197,7 @@ class ArchiveStager {
   void stage_regular(std::string path, const NodeMeta& meta, const Xattrs& xattrs, unsigned nlink) {
     const auto [parent, name_view] = split_parent(path);
     const std::string name(name_view);
-    const int compare_dir = m_target.has_compare() ? unwrap(m_compares.open_if_present(parent)) : -1;
+    const int compare_dir = m_target.has_compare() ? m_compares.open_if_present(parent).value() : -1;
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state;
     state.type = S_IFREG;
@@ -219,8 +219,9 @@ class ArchiveStager {
           throw Failure(system_message("open " + in_quotes(m_target.compare_display(path)), errno));
         }
       }
-      if (same_xattrs(xattrs, unwrap(read_xattrs(NodeRef{compare_dir, name.c_str(), compare_fd.get()},
-                                                 m_target.compare_display(path)))) &&
+      if (same_xattrs(xattrs,
+                      read_xattrs(NodeRef{compare_dir, name.c_str(), compare_fd.get()}, m_target.compare_display(path))
+                          .value()) &&
           (m_options.compare == Compare::quick || compare_stream(compare_fd.get(), meta.size, pending, equal_prefix))) {
         outcome = Outcome::unchanged;
       }
@@ -231,7 +232,7 @@ class ArchiveStager {
       m_index.add(path, state);
       return;
     }
-    const int target_dir = unwrap(m_targets.open(parent));
+    const int target_dir = m_targets.open(parent).value();
     // An unchanged file that cannot be linked is written: in checksum mode from link_dest's copy, as the
     // comparison has read the entry's data (equal_prefix is then the whole file).
     if (outcome == Outcome::unchanged && m_target.link_unchanged(compare_dir, target_dir, name, path, existing.st)) {
@@ -251,13 +252,16 @@ class ArchiveStager {
         throw Failure(system_message("rewind " + in_quotes(m_target.compare_display(path)), errno));
       }
       const uint64_t copied =
-          unwrap(m_copier.copy(compare_fd.get(), existing.st.st_dev, fd.get(), m_target.staging_dev(), equal_prefix,
-                               m_target.compare_display(path), m_target.staging_display(path), {}, CopyExtent::part));
+          m_copier
+              .copy(compare_fd.get(), existing.st.st_dev, fd.get(), m_target.staging_dev(), equal_prefix,
+                    m_target.compare_display(path), m_target.staging_display(path), {}, CopyExtent::part)
+              .value();
       m_counters.count_written(copied);
     }
     write_stream(fd.get(), meta.size, pending, m_target.staging_display(path));
-    unwrap(apply_metadata(NodeRef{target_dir, name.c_str(), fd.get()}, meta, xattrs, ExistingXattrs::none,
-                          m_target.staging_display(path), &initial));
+    apply_metadata(NodeRef{target_dir, name.c_str(), fd.get()}, meta, xattrs, ExistingXattrs::none,
+                   m_target.staging_display(path), &initial)
+        .value();
     m_index.add(path, state);
   }
 
@@ -366,7 +370,7 @@ class ArchiveStager {
                       const NodeMeta& meta) {
     const auto [parent, name_view] = split_parent(path);
     const std::string name(name_view);
-    const int compare_dir = m_target.has_compare() ? unwrap(m_compares.open_if_present(parent)) : -1;
+    const int compare_dir = m_target.has_compare() ? m_compares.open_if_present(parent).value() : -1;
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state = target_state;
     state.owned = false;
@@ -388,16 +392,17 @@ class ArchiveStager {
     m_counters.count(outcome, with_data ? meta.size : 0);
     if (!m_dry) {
       const auto [target_parent, target_name] = split_parent(target);
-      const int target_dir = unwrap(m_link_targets.open(target_parent));
-      const int dirfd = unwrap(m_targets.open(parent));
+      const int target_dir = m_link_targets.open(target_parent).value();
+      const int dirfd = m_targets.open(parent).value();
       if (with_data && !target_state.owned) {
         // The target is link_dest's inode, which must never be written: this name gets an inode of its own.
         state.owned = true;
         InitialMode initial;
         Fd fd = create_file(dirfd, name, meta, path, initial);
         write_stream(fd.get(), meta.size, {}, m_target.staging_display(path));
-        unwrap(apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry), ExistingXattrs::none,
-                              m_target.staging_display(path), &initial));
+        apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry), ExistingXattrs::none,
+                       m_target.staging_display(path), &initial)
+            .value();
       } else {
         if (::linkat(target_dir, std::string(target_name).c_str(), dirfd, name.c_str(), 0) != 0) {
           throw Failure(system_message("link " + in_quotes(m_target.staging_display(target)) + " to " +
@@ -412,8 +417,9 @@ class ArchiveStager {
             throw Failure(system_message("open " + in_quotes(m_target.staging_display(path)), errno));
           }
           write_stream(fd.get(), meta.size, {}, m_target.staging_display(path));
-          unwrap(apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry), ExistingXattrs::none,
-                                m_target.staging_display(path)));
+          apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry), ExistingXattrs::none,
+                         m_target.staging_display(path))
+              .value();
         }
       }
     }
@@ -429,7 +435,7 @@ class ArchiveStager {
     source.meta = meta;
     source.xattrs = std::move(xattrs);
     source.symlink = symlink;
-    const int compare_dir = m_target.has_compare() ? unwrap(m_compares.open_if_present(parent)) : -1;
+    const int compare_dir = m_target.has_compare() ? m_compares.open_if_present(parent).value() : -1;
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state;
     state.type = meta.type();
@@ -440,7 +446,7 @@ class ArchiveStager {
     }
     m_counters.count(state.outcome, 0);
     if (!m_dry) {
-      const int dirfd = unwrap(m_targets.open(parent));
+      const int dirfd = m_targets.open(parent).value();
       write_node(source, m_target.write_target(dirfd, name.c_str()), m_copier, m_archive,
                  m_target.staging_display(path));
     }
@@ -450,7 +456,7 @@ class ArchiveStager {
   /// Whether link_dest has, at the path of an earlier entry `target`, the inode `st`.
   bool same_compare_inode(const std::string& target, const struct stat& st) {
     const auto [parent, name] = split_parent(target);
-    const int compare_dir = unwrap(m_compare_targets.open_if_present(parent));
+    const int compare_dir = m_compare_targets.open_if_present(parent).value();
     const ExistingNode existing =
         stat_existing(compare_dir, std::string(name).c_str(), m_target.compare_display(target));
     return existing.present && existing.st.st_dev == st.st_dev && existing.st.st_ino == st.st_ino;
@@ -470,10 +476,11 @@ class ArchiveStager {
         count_directory(record);
       }
       if (!m_dry) {
-        const int fd = unwrap(m_targets.open(record.relpath));
+        const int fd = m_targets.open(record.relpath).value();
         const ExistingXattrs existing = record.relpath.empty() ? ExistingXattrs::reconcile : ExistingXattrs::none;
-        unwrap(apply_metadata(NodeRef{-1, nullptr, fd}, record.meta, record.xattrs, existing,
-                              m_target.staging_display(record.relpath)));
+        apply_metadata(NodeRef{-1, nullptr, fd}, record.meta, record.xattrs, existing,
+                       m_target.staging_display(record.relpath))
+            .value();
       }
       m_counters.poll();
     }
@@ -482,7 +489,7 @@ class ArchiveStager {
   void count_directory(const DirRecord& record) {
     const auto [parent, name_view] = split_parent(record.relpath);
     const std::string name(name_view);
-    const int compare_dir = m_target.has_compare() ? unwrap(m_compares.open_if_present(parent)) : -1;
+    const int compare_dir = m_target.has_compare() ? m_compares.open_if_present(parent).value() : -1;
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(record.relpath));
     Outcome outcome = Outcome::added;
     if (existing.present && !S_ISDIR(existing.st.st_mode)) {
@@ -502,7 +509,7 @@ class ArchiveStager {
 
   /// Counts what link_dest has and the archive does not.
   void count_removed(int compare_dir, const std::string& relpath, ArchiveIndex::Id dir_id) {
-    for (const DirEntry& entry : unwrap(read_directory(compare_dir, m_target.compare_display(relpath)))) {
+    for (const DirEntry& entry : read_directory(compare_dir, m_target.compare_display(relpath)).value()) {
       const std::string path = join_path(relpath, entry.name);
       const std::optional<ArchiveIndex::Id> id = m_index.find_child(dir_id, entry.name);
       if (!id) {
@@ -530,7 +537,7 @@ class ArchiveStager {
     if (!block && block.error().errnum == EBADMSG) {
       throw Error(ExitCode::verification, "refusing archive " + in_quotes(m_archive) + ": " + block.error().message);
     }
-    return unwrap(std::move(block));
+    return std::move(block).value();
   }
 
   void account_declared(uint64_t size) {

@@ -27,7 +27,7 @@ void CompressionCheck::wait(const std::string& archive) {
   }
   Expected<std::optional<std::string>> verdict = std::move(*m_verdict);
   m_verdict.reset();
-  if (const std::optional<std::string> problem = unwrap(std::move(verdict))) {
+  if (const std::optional<std::string> problem = std::move(verdict).value()) {
     throw Error(ExitCode::verification, "refusing archive " + in_quotes(archive) + ": " + *problem);
   }
 }

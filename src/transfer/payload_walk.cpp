@@ -24,7 +24,7 @@ DirMeta read_dir_meta(int fd, std::string_view display, dev_t* dev) {
   if (dev != nullptr) {
     *dev = st.st_dev;
   }
-  return DirMeta{NodeMeta::from_stat(st), unwrap(read_xattrs(NodeRef{-1, nullptr, fd}, display))};
+  return DirMeta{NodeMeta::from_stat(st), read_xattrs(NodeRef{-1, nullptr, fd}, display).value()};
 }
 
 void throw_stat_failure(std::string_view display, const std::string& name, int error) {

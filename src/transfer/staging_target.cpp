@@ -22,8 +22,8 @@ bool LinkDestClaims::claim(const struct stat& st) {
 StagingTarget::StagingTarget(int staging_dir, int link_dest)
     : m_staging_display(fd_display(staging_dir)),
       m_compare_display(link_dest >= 0 ? fd_display(link_dest) : std::string()),
-      m_staging(unwrap(reopen_directory(staging_dir, m_staging_display))),
-      m_compare(link_dest >= 0 ? unwrap(reopen_directory(link_dest, m_compare_display)) : Fd()) {
+      m_staging(reopen_directory(staging_dir, m_staging_display).value()),
+      m_compare(link_dest >= 0 ? reopen_directory(link_dest, m_compare_display).value() : Fd()) {
   struct stat st {};
   if (::fstat(m_staging.get(), &st) != 0) {
     throw Failure(system_message("stat " + in_quotes(m_staging_display), errno));

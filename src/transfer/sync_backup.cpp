@@ -44,7 +44,7 @@ Fd make_directories(int root, std::string_view relpath, const std::string& displ
     if (::mkdirat(current.get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
       throw Failure(system_message("create directory " + in_quotes(path), errno));
     }
-    current = unwrap(open_directory(current.get(), name.c_str(), path));
+    current = open_directory(current.get(), name.c_str(), path).value();
   }
   return current;
 }
@@ -54,7 +54,7 @@ Fd make_directories(int root, std::string_view relpath, const std::string& displ
 SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
     : m_display(std::move(backup_display)),
       m_tag(random_token(16)),
-      m_backup(unwrap(reopen_directory(backup_dir, m_display))) {
+      m_backup(reopen_directory(backup_dir, m_display).value()) {
   struct stat st {};
   if (::fstat(m_backup.get(), &st) != 0) {
     throw Failure(system_message("stat " + in_quotes(m_display), errno));
@@ -64,7 +64,7 @@ SyncJournal::SyncJournal(int backup_dir, std::string backup_display)
   if (::mkdirat(m_backup.get(), k_kept_tree_name, 0700) != 0) {
     throw Failure(system_message("create directory " + in_quotes(m_display + "/" + k_kept_tree_name), errno));
   }
-  m_tree = unwrap(open_directory(m_backup.get(), k_kept_tree_name, m_display + "/" + k_kept_tree_name));
+  m_tree = open_directory(m_backup.get(), k_kept_tree_name, m_display + "/" + k_kept_tree_name).value();
   m_journal.reset(::openat(m_backup.get(), k_journal_name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600));
   if (!m_journal) {
     throw Failure(system_message("create " + in_quotes(m_display + "/" + k_journal_name), errno));
@@ -78,7 +78,7 @@ void SyncJournal::write_record(const SyncRecord& record) {
       m_tag_recorded ? std::string() : encode_sync_record({SyncRecord::Kind::temporaries, m_tag, {}}) + '\0';
   m_tag_recorded = true;
   text += encode_sync_record(record);
-  unwrap(write_all(m_journal.get(), std::string_view(text.c_str(), text.size() + 1), m_display + "/" + k_journal_name));
+  write_all(m_journal.get(), std::string_view(text.c_str(), text.size() + 1), m_display + "/" + k_journal_name).value();
 }
 
 int SyncJournal::container(std::string_view relpath) {
@@ -100,10 +100,11 @@ void SyncJournal::before_change(std::string_view relpath, int dest_dir) {
   if (::fstat(dest_dir, &st) != 0) {
     throw Failure(system_message("stat the directory " + in_quotes(relpath), errno));
   }
-  const Xattrs xattrs = unwrap(read_xattrs(NodeRef{-1, nullptr, dest_dir}, relpath));
+  const Xattrs xattrs = read_xattrs(NodeRef{-1, nullptr, dest_dir}, relpath).value();
   // The old owner, mode and xattrs live on an empty directory at the same path in the backup.
-  unwrap(apply_metadata(NodeRef{-1, nullptr, container(relpath)}, NodeMeta::from_stat(st), xattrs,
-                        ExistingXattrs::reconcile, display));
+  apply_metadata(NodeRef{-1, nullptr, container(relpath)}, NodeMeta::from_stat(st), xattrs, ExistingXattrs::reconcile,
+                 display)
+      .value();
   write_record(SyncRecord{SyncRecord::Kind::directory, std::string(relpath), st.st_mtim});
 }
 
@@ -141,10 +142,9 @@ void SyncJournal::keep_by_rename(int dest_dir, const std::string& name, std::str
 
 void restore_sync_backup(int dest_dir, int backup_dir) {
   using transfer::split_parent;
-  using transfer::unwrap;
   const std::string dest_display = fd_display(dest_dir);
   const std::string backup_display = fd_display(backup_dir);
-  const Fd backup = unwrap(reopen_directory(backup_dir, backup_display));
+  const Fd backup = reopen_directory(backup_dir, backup_display).value();
   const std::string journal_display = backup_display + "/" + transfer::k_journal_name;
   auto read = read_file_at(backup.get(), transfer::k_journal_name, journal_display, size_t{1} << 32U);
   if (!read && read.error().errnum == ENOENT) {
@@ -162,9 +162,10 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
   const auto is_temporary = [&tag](std::string_view name) {
     return tag.empty() ? name.starts_with(k_temp_prefix) : is_temporary_name(name, tag);
   };
-  const Fd tree_root = unwrap(
-      open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name));
-  const Fd dest = unwrap(reopen_directory(dest_dir, dest_display));
+  const Fd tree_root =
+      (open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name))
+          .value();
+  const Fd dest = reopen_directory(dest_dir, dest_display).value();
   DirCursor dests(dest.get(), dest_display);
   DirCursor kept(tree_root.get(), backup_display + "/" + transfer::k_kept_tree_name);
   auto dest_path = [&](std::string_view relpath) {
@@ -181,15 +182,15 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
     }
     const std::string_view relpath = record->relpath;
     if (record->kind == SyncRecord::Kind::directory) {
-      const int dir = unwrap(dests.open_if_present(relpath));
-      const int old = unwrap(kept.open_if_present(relpath));
+      const int dir = dests.open_if_present(relpath).value();
+      const int old = kept.open_if_present(relpath).value();
       if (dir < 0 || old < 0) {
         continue;
       }
       // Every temporary of the sync was made after its directory's D record: a killed sync's are found here.
-      for (const DirEntry& entry : unwrap(read_directory(dir, dest_path(relpath)))) {
+      for (const DirEntry& entry : read_directory(dir, dest_path(relpath)).value()) {
         if (is_temporary(entry.name)) {
-          unwrap(remove_tree(dir, entry.name.c_str(), dest_path(join_path(relpath, entry.name))));
+          remove_tree(dir, entry.name.c_str(), dest_path(join_path(relpath, entry.name))).value();
         }
       }
       struct stat st {};
@@ -198,20 +199,21 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
       }
       NodeMeta meta = NodeMeta::from_stat(st);
       meta.mtime = record->mtime;
-      unwrap(apply_metadata(NodeRef{-1, nullptr, dir}, meta, unwrap(read_xattrs(NodeRef{-1, nullptr, old}, relpath)),
-                            ExistingXattrs::reconcile, dest_path(relpath)));
+      apply_metadata(NodeRef{-1, nullptr, dir}, meta, read_xattrs(NodeRef{-1, nullptr, old}, relpath).value(),
+                     ExistingXattrs::reconcile, dest_path(relpath))
+          .value();
       continue;
     }
     const auto [parent, name_view] = split_parent(relpath);
     const std::string name(name_view);
-    const int dir = unwrap(dests.open_if_present(parent));
+    const int dir = dests.open_if_present(parent).value();
     if (dir < 0) {
       continue;
     }
     if (record->kind == SyncRecord::Kind::added) {
-      unwrap(remove_tree(dir, name.c_str(), dest_path(relpath)));
+      remove_tree(dir, name.c_str(), dest_path(relpath)).value();
     } else {
-      const int old_dir = unwrap(kept.open_if_present(parent));
+      const int old_dir = kept.open_if_present(parent).value();
       struct stat old {};
       if (old_dir < 0 || ::fstatat(old_dir, name.c_str(), &old, AT_SYMLINK_NOFOLLOW) != 0) {
         continue;  // killed between the record and the keeping: the destination still has the old entry
@@ -221,7 +223,7 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
       // rename replaces a non-directory atomically; a directory in the way (or a directory
       // coming back) needs the way cleared first.
       if (present && (S_ISDIR(now.st_mode) || S_ISDIR(old.st_mode))) {
-        unwrap(remove_tree(dir, name.c_str(), dest_path(relpath)));
+        remove_tree(dir, name.c_str(), dest_path(relpath)).value();
       }
       if (::renameat(old_dir, name.c_str(), dir, name.c_str()) != 0) {
         throw Failure(system_message("put back " + in_quotes(dest_path(relpath)), errno));

@@ -13,16 +13,6 @@
 
 namespace hoist::transfer {
 
-/// The value, or hoist::Failure with the low layer's message (which names the path).
-template <typename T>
-T unwrap(Expected<T> result) {
-  return std::move(result).value();
-}
-
-inline void unwrap(Expected<void> result) {
-  result.value();
-}
-
 /// The threads of a transfer: `asked`, or twice the cores (at most 16) when 0.
 /// A walk of small files waits on the disk about as long as it computes, so a
 /// second thread per core keeps both the disk and the core busy.

@@ -48,18 +48,18 @@ SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::
       if (!xattrs_readable_by_name()) {
         open_source(node, display);
       }
-      node.xattrs = unwrap(read_xattrs(NodeRef{dirfd, name, node.fd.get()}, display));
+      node.xattrs = read_xattrs(NodeRef{dirfd, name, node.fd.get()}, display).value();
       break;
     case S_IFLNK:
-      node.symlink = unwrap(read_symlink(dirfd, name, display));
-      node.xattrs = unwrap(read_xattrs(NodeRef{dirfd, name}, display));
+      node.symlink = read_symlink(dirfd, name, display).value();
+      node.xattrs = read_xattrs(NodeRef{dirfd, name}, display).value();
       break;
     case S_IFDIR: {
       Fd dir = open_existing(dirfd, name, S_IFDIR, display);
-      node.xattrs = unwrap(read_xattrs(NodeRef{dirfd, name, dir.get()}, display));
+      node.xattrs = read_xattrs(NodeRef{dirfd, name, dir.get()}, display).value();
       break;
     }
-    default: node.xattrs = unwrap(read_xattrs(NodeRef{dirfd, name}, display)); break;
+    default: node.xattrs = read_xattrs(NodeRef{dirfd, name}, display).value(); break;
   }
   return node;
 }
@@ -102,7 +102,7 @@ Outcome compare_node(SourceNode& source, const ExistingNode& existing, int dirfd
     return Outcome::changed;
   }
   const mode_t type = source.meta.type();
-  if (type == S_IFLNK && unwrap(read_symlink(dirfd, name, display)) != source.symlink) {
+  if (type == S_IFLNK && read_symlink(dirfd, name, display).value() != source.symlink) {
     return Outcome::changed;
   }
   // Opened for its xattrs where reading them by name costs more, and for its content.
@@ -111,11 +111,11 @@ Outcome compare_node(SourceNode& source, const ExistingNode& existing, int dirfd
   if (reads_content || ((type == S_IFREG || type == S_IFDIR) && !xattrs_readable_by_name())) {
     fd = open_existing(dirfd, name, type, display);
   }
-  if (!same_xattrs(source.xattrs, unwrap(read_xattrs(NodeRef{dirfd, name, fd.get()}, display)))) {
+  if (!same_xattrs(source.xattrs, read_xattrs(NodeRef{dirfd, name, fd.get()}, display).value())) {
     return Outcome::changed;
   }
   if (type == S_IFREG && compare == Compare::checksum &&
-      !unwrap(same_content(open_source(source, source_display), fd.get(), source_display, display))) {
+      !same_content(open_source(source, source_display), fd.get(), source_display, display).value()) {
     return Outcome::changed;
   }
   return Outcome::unchanged;
@@ -146,8 +146,10 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& c
         throw Failure(system_message("create " + in_quotes(target_display), errno));
       }
       // Offsets stay at 0 for the copy: comparisons read with pread.
-      written = unwrap(copier.copy(open_source(source, source_display), source.dev, fd.get(), target.dev,
-                                   source.meta.size, source_display, target_display, progress));
+      written = copier
+                    .copy(open_source(source, source_display), source.dev, fd.get(), target.dev, source.meta.size,
+                          source_display, target_display, progress)
+                    .value();
       break;
     case S_IFLNK:
       if (::symlinkat(source.symlink.c_str(), target.dirfd, target.name) != 0) {
@@ -164,8 +166,9 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& c
       break;
     default: throw Failure("failed to copy " + in_quotes(source_display) + ": unsupported file type");
   }
-  unwrap(apply_metadata(NodeRef{target.dirfd, target.name, fd.get()}, source.meta, source.xattrs, target.inherited,
-                        target_display, target.owner == NewOwner::creator ? &initial : nullptr));
+  apply_metadata(NodeRef{target.dirfd, target.name, fd.get()}, source.meta, source.xattrs, target.inherited,
+                 target_display, target.owner == NewOwner::creator ? &initial : nullptr)
+      .value();
   return written;
 }
 
@@ -185,8 +188,8 @@ void count_tree(int dirfd, const char* name, uint64_t& files, uint64_t& bytes, s
   if (!S_ISDIR(st.st_mode)) {
     return;
   }
-  Fd dir = unwrap(open_directory(dirfd, name, display));
-  for (const DirEntry& entry : unwrap(read_directory(dir.get(), display))) {
+  Fd dir = open_directory(dirfd, name, display).value();
+  for (const DirEntry& entry : read_directory(dir.get(), display).value()) {
     count_tree(dir.get(), entry.name.c_str(), files, bytes, join_path(display, entry.name));
   }
 }
@@ -232,7 +235,7 @@ class TreeBytes {
   explicit TreeBytes(WorkPool& pool) : m_pool(pool) {}
 
   uint64_t total(int dir, std::string_view display) {
-    auto root = std::make_shared<Fd>(unwrap(reopen_directory(dir, display)));
+    auto root = std::make_shared<Fd>(reopen_directory(dir, display).value());
     m_pool.submit([this, root, path = std::string(display)]() { walk(*root, path); });
     m_pool.run({}, std::chrono::milliseconds(0));
     return m_bytes.load(std::memory_order_relaxed);
@@ -240,7 +243,7 @@ class TreeBytes {
 
  private:
   void walk(const Fd& dir, const std::string& display) {
-    auto entries = unwrap(read_directory(dir.get(), display));
+    auto entries = read_directory(dir.get(), display).value();
     sort_by_inode(entries);
     uint64_t bytes = 0;
     for (const DirEntry& entry : entries) {
@@ -253,7 +256,7 @@ class TreeBytes {
       }
       if (S_ISDIR(st.st_mode)) {
         std::string path = join_path(display, entry.name);
-        auto child = std::make_shared<Fd>(unwrap(open_directory(dir.get(), entry.name.c_str(), path)));
+        auto child = std::make_shared<Fd>(open_directory(dir.get(), entry.name.c_str(), path).value());
         m_pool.submit([this, child, path = std::move(path)]() { walk(*child, path); });
       } else if (S_ISREG(st.st_mode) && (st.st_nlink == 1 || first_name(st))) {
         bytes += static_cast<uint64_t>(st.st_size);

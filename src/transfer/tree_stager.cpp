@@ -58,11 +58,11 @@ class DirectoryStager : PayloadWalk {
     auto root = std::make_shared<DirNode>();
     root->source = open_payload_root(m_payload);
     if (!m_dry) {
-      root->target = unwrap(reopen_directory(m_target.staging(), m_target.staging_display()));
+      root->target = reopen_directory(m_target.staging(), m_target.staging_display()).value();
       m_target.remove_default_acl();
     }
     if (m_target.has_compare()) {
-      root->compare = unwrap(reopen_directory(m_target.compare(), m_target.compare_display()));
+      root->compare = reopen_directory(m_target.compare(), m_target.compare_display()).value();
     }
     m_dirs.push_back(DirRecord{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev)});
     walk(root->source.get(), [this, root]() mutable { stage_entries(std::move(root)); });
@@ -84,10 +84,10 @@ class DirectoryStager : PayloadWalk {
   void stage_directory(std::shared_ptr<DirNode> parent, const std::string& name) {
     auto node = std::make_shared<DirNode>();
     node->relpath = join_path(parent->relpath, name);
-    node->source = unwrap(open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)));
+    node->source = open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)).value();
     if (!m_dry) {
       node->target =
-          unwrap(open_directory(parent->target.get(), name.c_str(), m_target.staging_display(node->relpath)));
+          open_directory(parent->target.get(), name.c_str(), m_target.staging_display(node->relpath)).value();
     }
     Outcome outcome = Outcome::added;
     if (parent->compare) {
@@ -111,9 +111,11 @@ class DirectoryStager : PayloadWalk {
       if (::fstat(node->compare.get(), &existing) != 0) {
         throw Failure(system_message("stat " + in_quotes(m_target.compare_display(node->relpath)), errno));
       }
-      const bool same = same_attributes(record.dir.meta, NodeMeta::from_stat(existing)) &&
-                        same_xattrs(record.dir.xattrs, unwrap(read_xattrs(NodeRef{-1, nullptr, node->compare.get()},
-                                                                          m_target.compare_display(node->relpath))));
+      const bool same =
+          same_attributes(record.dir.meta, NodeMeta::from_stat(existing)) &&
+          same_xattrs(
+              record.dir.xattrs,
+              read_xattrs(NodeRef{-1, nullptr, node->compare.get()}, m_target.compare_display(node->relpath)).value());
       outcome = same ? Outcome::unchanged : Outcome::changed;
     }
     m_counters.count(outcome, 0);
@@ -127,7 +129,7 @@ class DirectoryStager : PayloadWalk {
   void stage_entries(std::shared_ptr<DirNode> node) {
     const DirFds fds = node->fds();
     const std::string display = payload_display(fds.relpath);
-    auto entries = unwrap(read_directory(fds.source, display));
+    auto entries = read_directory(fds.source, display).value();
     sort_by_inode(entries);
     const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_target.staging_dev());
     const bool walked = walk_entries(fds.source, fds.compare, entries, display, reads_data, m_pool,
@@ -209,7 +211,7 @@ class DirectoryStager : PayloadWalk {
     for (const DirEntry& entry : entries) {
       names.insert(entry.name);
     }
-    for (const DirEntry& entry : unwrap(read_directory(fds.compare, m_target.compare_display(fds.relpath)))) {
+    for (const DirEntry& entry : read_directory(fds.compare, m_target.compare_display(fds.relpath)).value()) {
       if (names.count(entry.name) == 0) {
         uint64_t files = 0;
         uint64_t bytes = 0;
@@ -233,8 +235,8 @@ class DirectoryStager : PayloadWalk {
 
   void stage_link_group(size_t first, size_t end, DirCursor& sources, DirCursor& targets, DirCursor& compares) {
     const LinkMember& lead = m_links[first];
-    DirFds fds{unwrap(sources.open(lead.parent)), m_dry ? -1 : unwrap(targets.open(lead.parent)),
-               m_target.has_compare() ? unwrap(compares.open_if_present(lead.parent)) : -1, lead.parent};
+    DirFds fds{sources.open(lead.parent).value(), m_dry ? -1 : targets.open(lead.parent).value(),
+               m_target.has_compare() ? compares.open_if_present(lead.parent).value() : -1, lead.parent};
     const Outcome lead_outcome = stage_entry(fds, lead.name, lead.st);
     const std::string lead_path = join_path(lead.parent, lead.name);
     // The lead's inode in link_dest, which the other names share there when they are unchanged.
@@ -242,12 +244,12 @@ class DirectoryStager : PayloadWalk {
         stat_existing(fds.compare, lead.name.c_str(), m_target.compare_display(lead_path));
     Fd lead_dir;
     if (!m_dry) {
-      lead_dir = unwrap(reopen_directory(fds.target, m_target.staging_display(lead.parent)));
+      lead_dir = reopen_directory(fds.target, m_target.staging_display(lead.parent)).value();
     }
     for (size_t i = first + 1; i < end; ++i) {
       const LinkMember& member = m_links[i];
       const std::string relpath = join_path(member.parent, member.name);
-      const int compare_dir = m_target.has_compare() ? unwrap(compares.open_if_present(member.parent)) : -1;
+      const int compare_dir = m_target.has_compare() ? compares.open_if_present(member.parent).value() : -1;
       const ExistingNode existing = stat_existing(compare_dir, member.name.c_str(), m_target.compare_display(relpath));
       Outcome outcome = Outcome::added;
       if (existing.present) {
@@ -263,7 +265,7 @@ class DirectoryStager : PayloadWalk {
       if (m_dry) {
         continue;
       }
-      const int target_dir = unwrap(targets.open(member.parent));
+      const int target_dir = targets.open(member.parent).value();
       if (::linkat(lead_dir.get(), lead.name.c_str(), target_dir, member.name.c_str(), 0) != 0) {
         throw Failure(system_message("link " + in_quotes(m_target.staging_display(lead_path)) + " to " +
                                          in_quotes(m_target.staging_display(relpath)),
@@ -278,11 +280,12 @@ class DirectoryStager : PayloadWalk {
     sort_deepest_first(m_dirs, [](const DirRecord& record) -> std::string_view { return record.relpath; });
     DirCursor targets(m_target.staging(), m_target.staging_display());
     for (const DirRecord& record : m_dirs) {
-      const int fd = unwrap(targets.open(record.relpath));
+      const int fd = targets.open(record.relpath).value();
       // The staging root may carry xattrs of its own; the directories made here carry none.
       const ExistingXattrs existing = record.relpath.empty() ? ExistingXattrs::reconcile : ExistingXattrs::none;
-      unwrap(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, existing,
-                            m_target.staging_display(record.relpath)));
+      apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, existing,
+                     m_target.staging_display(record.relpath))
+          .value();
       m_counters.poll();
     }
   }

@@ -60,7 +60,7 @@ class TreeSyncer : PayloadWalk {
       throw UsageError("cannot sync " + in_quotes(payload.path().string()) +
                        " in place: the sync kind takes a directory");
     }
-    m_dest = unwrap(reopen_directory(dest_dir, m_dest_display));
+    m_dest = reopen_directory(dest_dir, m_dest_display).value();
     struct stat st {};
     if (::fstat(m_dest.get(), &st) != 0) {
       throw Failure(system_message("stat " + in_quotes(m_dest_display), errno));
@@ -77,7 +77,7 @@ class TreeSyncer : PayloadWalk {
   TransferStats run() {
     auto root = std::make_shared<DirNode>();
     root->source = open_payload_root(m_payload);
-    root->dest = unwrap(reopen_directory(m_dest.get(), m_dest_display));
+    root->dest = reopen_directory(m_dest.get(), m_dest_display).value();
     DirRecord record{"", read_dir_meta(root->source.get(), payload_display(""), &m_source_dev), false};
     if (differs_from_dest(record, root->dest.get()) && !m_dry) {
       m_journal->before_change("", root->dest.get());
@@ -115,7 +115,7 @@ class TreeSyncer : PayloadWalk {
     }
     return !same_attributes(record.dir.meta, NodeMeta::from_stat(st)) ||
            !same_xattrs(record.dir.xattrs,
-                        unwrap(read_xattrs(NodeRef{-1, nullptr, dest_dir}, dest_display(record.relpath))));
+                        read_xattrs(NodeRef{-1, nullptr, dest_dir}, dest_display(record.relpath)).value());
   }
 
   void before_change(const DirFds& fds) {
@@ -130,9 +130,9 @@ class TreeSyncer : PayloadWalk {
     auto node = std::make_shared<DirNode>();
     node->relpath = join_path(parent->relpath, name);
     node->fresh = fresh;
-    node->source = unwrap(open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)));
+    node->source = open_directory(parent->source.get(), name.c_str(), payload_display(node->relpath)).value();
     if (!m_dry || !made) {
-      node->dest = unwrap(open_directory(parent->dest.get(), name.c_str(), dest_display(node->relpath)));
+      node->dest = open_directory(parent->dest.get(), name.c_str(), dest_display(node->relpath)).value();
     }
     parent.reset();
     DirRecord record{node->relpath, read_dir_meta(node->source.get(), payload_display(node->relpath)), made};
@@ -153,7 +153,7 @@ class TreeSyncer : PayloadWalk {
   void sync_entries(std::shared_ptr<DirNode> node) {
     const DirFds fds = node->fds();
     const std::string display = payload_display(fds.relpath);
-    auto entries = unwrap(read_directory(fds.source, display));
+    auto entries = read_directory(fds.source, display).value();
     sort_by_inode(entries);
     std::unordered_set<std::string_view> names;
     names.reserve(entries.size());
@@ -192,7 +192,7 @@ class TreeSyncer : PayloadWalk {
   /// Lists what the payload does not have. A name with hoist's temporary prefix is the host's like any other
   /// (a killed sync's temporaries are gone with its restore): only this sync's own are skipped.
   void find_extras(const DirFds& fds, const std::unordered_set<std::string_view>& names) {
-    for (const DirEntry& entry : unwrap(read_directory(fds.dest, dest_display(fds.relpath)))) {
+    for (const DirEntry& entry : read_directory(fds.dest, dest_display(fds.relpath)).value()) {
       const std::string relpath = join_path(fds.relpath, entry.name);
       if (names.count(entry.name) > 0 || (m_journal && is_temporary_name(entry.name, m_journal->tag()))) {
         continue;
@@ -347,18 +347,18 @@ class TreeSyncer : PayloadWalk {
   void sync_link_group(size_t first, size_t end, DirCursor& sources, DirCursor& dests) {
     const LinkMember& lead = m_links[first];
     const std::string lead_path = join_path(lead.parent, lead.name);
-    DirFds fds{unwrap(sources.open(lead.parent)), unwrap(dests.open_if_present(lead.parent)), lead.parent, lead.fresh};
+    DirFds fds{sources.open(lead.parent).value(), dests.open_if_present(lead.parent).value(), lead.parent, lead.fresh};
     const Outcome lead_outcome = sync_entry(fds, lead.name, lead.st);
     // After sync_entry the lead's name holds the payload's inode (in a dry run, the old one).
     const ExistingNode lead_now = stat_existing(fds.dest, lead.name.c_str(), dest_display(lead_path));
     Fd lead_dir;
     if (!m_dry) {
-      lead_dir = unwrap(reopen_directory(fds.dest, dest_display(lead.parent)));
+      lead_dir = reopen_directory(fds.dest, dest_display(lead.parent)).value();
     }
     for (size_t i = first + 1; i < end; ++i) {
       const LinkMember& member = m_links[i];
       const std::string relpath = join_path(member.parent, member.name);
-      DirFds member_fds{-1, unwrap(dests.open_if_present(member.parent)), member.parent, member.fresh};
+      DirFds member_fds{-1, dests.open_if_present(member.parent).value(), member.parent, member.fresh};
       const ExistingNode existing = stat_existing(member_fds.dest, member.name.c_str(), dest_display(relpath));
       const bool same_inode = existing.present && lead_now.present && existing.st.st_dev == lead_now.st.st_dev &&
                               existing.st.st_ino == lead_now.st.st_ino;
@@ -388,7 +388,7 @@ class TreeSyncer : PayloadWalk {
     sort_deepest_first(m_deletions, [](const Deletion& d) { return join_path(d.parent, d.name); });
     DirCursor dests(m_dest.get(), m_dest_display);
     for (const Deletion& deletion : m_deletions) {
-      const int dir = unwrap(dests.open_if_present(deletion.parent));
+      const int dir = dests.open_if_present(deletion.parent).value();
       if (dir < 0) {
         continue;
       }
@@ -405,9 +405,10 @@ class TreeSyncer : PayloadWalk {
       if (!record.made && !m_journal->changed(record.relpath)) {
         continue;
       }
-      const int fd = unwrap(dests.open(record.relpath));
-      unwrap(apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, ExistingXattrs::reconcile,
-                            dest_display(record.relpath)));
+      const int fd = dests.open(record.relpath).value();
+      apply_metadata(NodeRef{-1, nullptr, fd}, record.dir.meta, record.dir.xattrs, ExistingXattrs::reconcile,
+                     dest_display(record.relpath))
+          .value();
       m_counters.poll();
     }
   }

@@ -87,8 +87,9 @@ void WriteBehind::finish(File& file, std::string_view data) {
     done += static_cast<size_t>(n);
   }
   m_counters.count_written(data.size());
-  unwrap(apply_metadata(NodeRef{-1, nullptr, file.fd.get()}, file.meta, file.xattrs, ExistingXattrs::none,
-                        m_display(file.path), &file.initial));
+  apply_metadata(NodeRef{-1, nullptr, file.fd.get()}, file.meta, file.xattrs, ExistingXattrs::none,
+                 m_display(file.path), &file.initial)
+      .value();
   file.fd.reset();
 }
 
