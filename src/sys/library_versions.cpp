@@ -92,9 +92,9 @@ std::vector<LibraryVersion> linked_library_versions() {
       {"libcap", HOIST_LIBCAP_VERSION},
       {"libsystemd (sd-bus)", HOIST_LIBSYSTEMD_VERSION},
       {"sdbus-c++", HOIST_SDBUSCPP_VERSION},
-      {"CLI11", CLI11_VERSION},
       {"spdlog", fmt::format("{}.{}.{}", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH)},
       {"fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
+      {"CLI11", CLI11_VERSION},
       {"nlohmann-json",
        fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
   };
