@@ -144,6 +144,17 @@ std::pair<ExitCode, std::string> error_of(Phase phase) {
   return {};
 }
 
+// The phases before the switch, in the order a run takes them: the states read, the gate passed, the payload
+// verified, what must be written remounted, the leftovers of an earlier run cleaned, the new version staged.
+void run_to_staged(UpgradeRun& run) {
+  run.read_states();
+  REQUIRE(run.gate());
+  run.verify();
+  run.remount();
+  run.clean_leftovers();
+  run.stage();
+}
+
 }  // namespace
 
 TEST_CASE("the gate refuses an older version with exit code 3, records it and changes nothing else", "[upgrade]") {
@@ -237,12 +248,7 @@ TEST_CASE("stage puts the new version beside the old one and leaves the link and
   h.install("1.0.0", "one\n");
   const std::string state_before = read_text(h.host / "var/lib/hoist/app/state.json");
   UpgradeRun run(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options, DryRun::no);
-  run.read_states();
-  REQUIRE(run.gate());
-  run.verify();
-  run.remount();
-  run.clean_leftovers();
-  run.stage();
+  run_to_staged(run);
   CHECK(names_in(h.host / "opt/app") == std::set<std::string>{"1.0.0", "2.0.0", "current"});
   CHECK(read_text(h.host / "opt/app/2.0.0/bin/app") == "two\n");
   CHECK(read_text(h.host / "opt/app/2.0.0/etc/conf") == "same\n");
@@ -258,12 +264,7 @@ TEST_CASE("switch saves the intent first, then moves the link by a rename; the r
   h.install("1.0.0", "one\n");
   h.options.health.checks.push_back(hoist::parse_health_check("exec:/bin/true"));
   UpgradeRun run(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options, DryRun::no);
-  run.read_states();
-  REQUIRE(run.gate());
-  run.verify();
-  run.remount();
-  run.clean_leftovers();
-  run.stage();
+  run_to_staged(run);
   const struct stat old_link = [&] {
     struct stat st {};
     REQUIRE(::lstat((h.host / "opt/app/current").c_str(), &st) == 0);
@@ -292,10 +293,7 @@ TEST_CASE("a failure after the switch is undone: the link goes back and the stag
   Host h;
   h.install("1.0.0", "one\n");
   UpgradeRun run(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options, DryRun::no);
-  run.read_states();
-  REQUIRE(run.gate());
-  run.verify();
-  run.stage();
+  run_to_staged(run);
   run.switch_over();
   run.undo(hoist::Failure("disk on fire"));
   CHECK(link_of(h.host / "opt/app/current") == "1.0.0");
@@ -312,10 +310,7 @@ TEST_CASE("record writes the switch into state.json with what it owes, and drops
   h.install("1.0.0", "one\n");
   h.options.health.checks.push_back(hoist::parse_health_check("exec:/bin/true"));
   UpgradeRun run(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options, DryRun::no);
-  run.read_states();
-  REQUIRE(run.gate());
-  run.verify();
-  run.stage();
+  run_to_staged(run);
   run.switch_over();
   run.record();
   const auto state = h.state();
@@ -339,10 +334,7 @@ TEST_CASE("record writes the switch into state.json with what it owes, and drops
 TEST_CASE("a first install is recorded with a state made for it", "[upgrade]") {
   Host h;
   UpgradeRun run(h.context, h.items(Host::app(h.payload("v1", "one\n"), "1.0.0")), h.options, DryRun::no);
-  run.read_states();
-  REQUIRE(run.gate());
-  run.verify();
-  run.stage();
+  run_to_staged(run);
   run.switch_over();
   CHECK_FALSE(fs::exists(h.host / "var/lib/hoist/app/state.json"));  // no state to carry an intent yet
   CHECK(link_of(h.host / "opt/app/current") == "1.0.0");
@@ -408,10 +400,7 @@ TEST_CASE("a file component is staged under the state directory and switched by 
   CHECK(link_of(h.host / "usr/local/bin/tool") == "/var/lib/hoist/tool/1.0.0/tool");
 
   UpgradeRun run(h.context, h.items(tool("2.0.0", "tool two\n")), h.options, DryRun::no);
-  run.read_states();
-  REQUIRE(run.gate());
-  run.verify();
-  run.stage();
+  run_to_staged(run);
   CHECK(read_text(h.host / "var/lib/hoist/tool/2.0.0/tool") == "tool two\n");
   CHECK(link_of(h.host / "usr/local/bin/tool") == "/var/lib/hoist/tool/1.0.0/tool");
   run.switch_over();
