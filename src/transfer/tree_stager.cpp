@@ -151,7 +151,9 @@ class DirectoryStager : PayloadWalk {
         throw Failure(system_message(
             "create directory " + in_quotes(m_target.staging_display(join_path(fds.relpath, name))), errno));
       }
-      m_pool.submit([this, node, name]() mutable { stage_directory(std::move(node), name); });
+      // An init-capture: `node` is a const reference, and a plain capture of it would be a const copy that
+      // std::move would copy again.
+      m_pool.submit([this, dir = node, name]() mutable { stage_directory(std::move(dir), name); });
     } else if (st.st_nlink > 1) {
       // Hard links are made after the walk, when the first name of each inode exists.
       set_aside_link(fds.relpath, name, st, false);

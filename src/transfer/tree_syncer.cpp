@@ -246,8 +246,9 @@ class TreeSyncer : PayloadWalk {
         install(fds, name, temp, existing, relpath);
       }
     }
-    m_pool.submit([this, node, name, fresh, outcome, made]() mutable {
-      sync_directory(std::move(node), name, fresh, outcome, made);
+    // An init-capture: a plain capture of the const reference `node` would be a const copy, copied again by std::move.
+    m_pool.submit([this, dir = node, name, fresh, outcome, made]() mutable {
+      sync_directory(std::move(dir), name, fresh, outcome, made);
     });
   }
 
