@@ -1,14 +1,12 @@
 #include "hoist/model/manifest.hpp"
 
-#include <fcntl.h>
-
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "hoist/model/input_file.hpp"
 #include "hoist/model/state.hpp"
 #include "hoist/util/error.hpp"
-#include "hoist/util/file_io.hpp"
 #include "hoist/util/text.hpp"
 #include "strict_json.hpp"
 
@@ -244,11 +242,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
 }
 
 Manifest load_manifest(const std::filesystem::path& path) {
-  auto text = read_file_at(AT_FDCWD, path.string(), path.string(), k_max_manifest_bytes);
-  if (!text) {
-    throw UsageError(text.error().message + " (--manifest)");
-  }
-  return parse_manifest(*text, path);
+  return parse_manifest(read_input_file(path, k_max_manifest_bytes, "--manifest"), path);
 }
 
 }  // namespace hoist
