@@ -12,6 +12,9 @@
 
 namespace hoist {
 
+/// The most of a SHA256SUMS file that is read.
+inline constexpr std::size_t k_max_sums_size = 16U << 20U;
+
 /// The entries of a SHA256SUMS file in the format systemd-sysupdate reads (and
 /// `sha256sum` writes): one `<64 hex digits><space><space or '*'><name>` per line.
 ///
@@ -25,9 +28,6 @@ namespace hoist {
 ///  - a file without entries is refused.
 /// Errors throw hoist::Error with ExitCode::verification, naming the file and line:
 /// `invalid SHA256SUMS '/payload/SHA256SUMS' line 3: expected 64 hex digits`.
-/// The most of a SHA256SUMS file that is read.
-inline constexpr std::size_t k_max_sums_size = 16U << 20U;
-
 class Sha256Sums {
  public:
   /// Parses `text`; `source_name` is the file named in errors.
