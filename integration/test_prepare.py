@@ -3,6 +3,7 @@ through the real static binary."""
 
 import os
 import socket
+import threading
 import time
 
 import pytest
@@ -136,6 +137,42 @@ def test_the_wrong_ca_fails_naming_server_and_reason(cluster, server, tmp_path):
     assert prepare.elapsed < 5
     assert f"TLS handshake with '127.0.0.1:{server.port}' failed: the server's certificate is not trusted: " \
            "unable to get local issuer certificate" in prepare.stderr
+
+
+def test_a_server_that_closes_during_the_handshake_is_retried_and_named(pki, tmp_path):
+    # A TCP listener that reads each ClientHello and closes: no TLS reply, and nothing in OpenSSL's error queue.
+    # A dropped connection is transient (an API server restarting), so prepare retries until its timeout.
+    accepted = []
+
+    def close_each(listener):
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(4096)
+            accepted.append(1)
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        closer = threading.Thread(target=close_each, args=(listener,), daemon=True)
+        closer.start()
+        config = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", pki["ca"], token="token-1",
+                                  namespace=NAMESPACE)
+        prepare = start_prepare(SERVER_PLAN, "--timeout", 3, kubeconfig=config)
+        assert prepare.wait() == 1, prepare.stderr
+        listener.shutdown(socket.SHUT_RDWR)
+    closer.join(5)
+    assert len(accepted) >= 2, prepare.stderr
+    assert (f"TLS handshake with '127.0.0.1:{port}' failed: connection closed by the server; retrying"
+            in prepare.stderr), prepare.stderr
+    assert ("timed out after 3 s waiting for plan 'k3s-server' in namespace 'system-upgrade': the Plan could not be "
+            "read from the API server; last error: failed to list plans.upgrade.cattle.io in namespace "
+            f"'system-upgrade' on '127.0.0.1:{port}': TLS handshake with '127.0.0.1:{port}' failed: connection closed "
+            "by the server") in prepare.stderr, prepare.stderr
 
 
 def test_a_certificate_for_another_address_is_refused(tmp_path, pki):

@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -200,13 +199,12 @@ Expected<void> TlsStream::handshake(const std::string& host, Deadline deadline) 
                       k_errnum_tls_verification};
     }
     const int saved = errno;
-    const std::string reason = openssl_error_text(OpenSslError::newest, "unknown");
+    // An empty error queue: the server closed the connection mid-handshake.
+    const std::string reason = openssl_error_text(OpenSslError::newest, "connection closed by the server");
     if (error == SSL_ERROR_SYSCALL && saved != 0) {
       return SysError{"TLS handshake with '" + m_peer + "' failed: " + errno_text(saved), saved};
     }
-    return SysError{"TLS handshake with '" + m_peer +
-                        "' failed: " + (reason == "unknown" ? std::string("connection closed by the server") : reason),
-                    EPROTO};
+    return SysError{"TLS handshake with '" + m_peer + "' failed: " + reason, EPROTO};
   }
 }
 
@@ -214,12 +212,12 @@ Expected<void> TlsStream::wait(short events, Deadline deadline) {
   return wait_fd(m_socket.get(), events, deadline, m_interrupt, m_peer);
 }
 
-Expected<void> TlsStream::send(const std::string& request, Deadline deadline) {
+Expected<void> TlsStream::send(const std::string& bytes, Deadline deadline) {
   std::size_t sent = 0;
-  while (sent < request.size()) {
+  while (sent < bytes.size()) {
     ERR_clear_error();
     std::size_t written = 0;
-    const int rc = SSL_write_ex(m_ssl.get(), request.data() + sent, request.size() - sent, &written);
+    const int rc = SSL_write_ex(m_ssl.get(), bytes.data() + sent, bytes.size() - sent, &written);
     if (rc == 1) {
       sent += written;
       continue;
