@@ -163,7 +163,7 @@ void restore_sync_backup(int dest_dir, int backup_dir) {
     return tag.empty() ? name.starts_with(k_temp_prefix) : is_temporary_name(name, tag);
   };
   const Fd tree_root =
-      (open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name))
+      open_directory(backup.get(), transfer::k_kept_tree_name, backup_display + "/" + transfer::k_kept_tree_name)
           .value();
   const Fd dest = reopen_directory(dest_dir, dest_display).value();
   DirCursor dests(dest.get(), dest_display);
