@@ -86,10 +86,12 @@ def test_the_sbom_describes_this_binary_and_where_each_component_comes_from():
         f"pkg:deb/debian/util-linux@{util_linux}?arch=source&distro=debian-12"
     # And the Debian packages hoist links, at the version dpkg has installed for the build's architecture (the
     # arm64 cross build installs libssl-dev:arm64 beside it, and a bare name then prints both versions).
-    installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libssl-dev:amd64"], capture_output=True,
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
+    installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", f"libssl-dev:{arch}"], capture_output=True,
                                text=True).stdout
+    assert installed, f"dpkg-query found no libssl-dev:{arch}"
     assert package(document, "openssl")["externalRefs"][0]["referenceLocator"] == \
-        f"pkg:deb/debian/libssl-dev@{installed}?arch=amd64&distro=debian-12"
+        f"pkg:deb/debian/libssl-dev@{installed}?arch={arch}&distro=debian-12"
 
 
 def test_the_notices_reproduce_each_library_s_copyright_file_and_the_licenses_they_name():
