@@ -23,7 +23,8 @@ def test_the_termination_message_says_the_outcome_and_each_component_s_decision(
     assert message.read_text() == "hoist upgrade: succeeded\napp: 1.0.0 -> 2.0.0 (upgrade)\n"
     upgrade(host_root, *tree_args(v1, "1.0.0"), env=env, check=3)
     refusal = "app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade allows it)"
-    assert message.read_text() == f"hoist upgrade: failed (exit 3): {refusal}\n{refusal}\n"
+    # The refusal is the error: said once, not again as the component's line.
+    assert message.read_text() == f"hoist upgrade: failed (exit 3): {refusal}\n"
     rollback(host_root, "--component", "app", env=env, check=0)
     assert message.read_text() == "hoist rollback: succeeded\napp: back to the previous version\n"
     # A dry run changes nothing, the message included (2.0.0, rolled back from, is quarantined: let it in).

@@ -89,6 +89,7 @@ def test_a_unit_that_fails_after_its_restart_is_rolled_back_and_restarted_on_the
     assert state_of(host_root, "app")["health"]["verdict"] == "passed"
     result = upgrade(host_root, *args(v2, "2.0.0", "--restart", "k3s", "--health-check", "unit:k3s", *FAST), check=1)
     why = "health check unit:k3s did not pass within 4 s: k3s.service is failed (failed)"
+    assert "health: checking unit:k3s (each unit up for 1 s; at most 4 s in all)" in result.stderr
     assert f"app: {why}; switching back to 1.0.0" in result.stderr
     assert "app: rolled back from 2.0.0 to 1.0.0" in result.stderr
     assert current(host_root) == "1.0.0"
@@ -173,6 +174,9 @@ def test_an_http_check_that_answers_an_error_rolls_back(host_root, payloads, hea
     assert f"health check http:{healthz.url} did not pass within 4 s: answered 503 Service Unavailable" \
         in result.stderr
     assert current(host_root) == "1.0.0"
+    # --health-settle is a unit check's: with none, the line does not speak of units.
+    assert f"health: checking http:{healthz.url} (at most 4 s in all)" in result.stderr
+    assert "each unit up" not in result.stderr
 
 
 def test_a_first_install_that_fails_its_checks_stays_and_keeps_failing_until_healthy(host_root, payloads, healthz):

@@ -11,7 +11,9 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "command.hpp"
 #include "hoist/model/context.hpp"
@@ -211,12 +213,25 @@ void write_metrics(const Context& context, ExitCode code) {
   }
 }
 
+// The summary lines that say more than the error: a refusal's error is its component's gate line, which the
+// termination message and the event would otherwise say twice.
+std::vector<std::string> beyond_error(const std::vector<std::string>& summary, const std::string& error) {
+  std::vector<std::string> lines;
+  for (const std::string& line : summary) {
+    if (line.empty() || error.find(line) == std::string::npos) {
+      lines.push_back(line);
+    }
+  }
+  return lines;
+}
+
 void write_outcome(const Context& context, const Command& command, const std::string& name, ExitCode code,
                    const std::string& error) {
   if (command.reports_outcome()) {
     write_metrics(context, code);
-    write_termination(context.env, name, code, error, command.summary());
-    if (const auto event = outcome_event(name, code, error, command.summary(), command.rolled_back())) {
+    const std::vector<std::string> summary = beyond_error(command.summary(), error);
+    write_termination(context.env, name, code, error, summary);
+    if (const auto event = outcome_event(name, code, error, summary, command.rolled_back())) {
       tell_node(context, *event);
     }
   }

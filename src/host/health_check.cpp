@@ -361,8 +361,12 @@ HealthLook look_at(const HealthCheck& check, const HealthProbes& probes, std::ch
 HealthVerdict wait_until_healthy(const HealthPolicy& policy, const HealthProbes& probes) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + policy.timeout;
-  spdlog::info("health: checking {} (each unit up for {} s; at most {} s in all)", describe(policy.checks),
-               policy.settle.count(), policy.timeout.count());
+  // --health-settle is said only where a unit: check uses it.
+  const bool units = std::any_of(policy.checks.begin(), policy.checks.end(),
+                                 [](const HealthCheck& check) { return check.kind == HealthCheck::Kind::unit; });
+  spdlog::info("health: checking {} ({}at most {} s in all)", describe(policy.checks),
+               units ? fmt::format("each unit up for {} s; ", policy.settle.count()) : std::string(),
+               policy.timeout.count());
   std::map<std::string, HealthLook> last;
   auto pause = std::chrono::duration_cast<std::chrono::milliseconds>(k_first_pause);
   for (;;) {
