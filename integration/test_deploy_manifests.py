@@ -3,6 +3,7 @@ the kustomize output is what we mean to ship, and the RBAC is exactly what
 `hoist prepare` uses (checked against the requests it makes to the fake server)."""
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -28,8 +29,13 @@ pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
-CRD = REPO.parent / "shared/reference/system-upgrade-controller/upgrade.cattle.io_plans.yaml"
-SUC_ROLES = REPO.parent / "shared/reference/system-upgrade-controller/clusterrole.yaml"
+# shared/ is beside the repository; HOIST_REFERENCE_DIR names it for a checkout elsewhere (a git worktree).
+REFERENCE = Path(os.environ.get("HOIST_REFERENCE_DIR") or REPO.parent / "shared/reference") / \
+    "system-upgrade-controller"
+# The Plan CRD of each SUC the Plans are checked against (docs/suc.md, "Tested versions"): v0.20's, and v0.15.3's
+# as it created it on a real cluster, whose drain.timeout is an integer count of nanoseconds only.
+CRDS = {"v0.20": REFERENCE / "upgrade.cattle.io_plans.yaml", "v0.15.3": REFERENCE / "upgrade.cattle.io_plans-v0.15.3.yaml"}
+SUC_ROLES = REFERENCE / "clusterrole.yaml"
 OVERLAYS = ["k3s", "sysext", "tree"]
 EXPECTED_PLANS = {"k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-tools"}, "tree": {"os-tree"}}
 # SUC's namespace: its own manifests create it, the overlays use it.
@@ -69,13 +75,31 @@ def strict(schema):
     return schema
 
 
-@pytest.fixture(scope="module")
-def plan_schema():
-    if not CRD.exists():
-        pytest.skip(f"{CRD} not found (shared/ is beside the repository)")
-    crd = yaml.safe_load(CRD.read_text())
+def load_schema(crd_path):
+    if not crd_path.exists():
+        pytest.skip(f"{crd_path} not found (shared/ is beside the repository)")
+    crd = next(doc for doc in yaml.safe_load_all(crd_path.read_text()) if doc)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     return strict(version["schema"]["openAPIV3Schema"])
+
+
+@pytest.fixture(scope="module", params=sorted(CRDS))
+def plan_schema(request):
+    """Each SUC's Plan schema in turn: every test that takes it runs against both."""
+    return load_schema(CRDS[request.param])
+
+
+# What SUC since v0.16.3 reads spec.drain.timeout into: Kubernetes' IntOrString, whose integer is 32 bits, so a
+# Plan whose drain.timeout is a larger integer passes the schema and cannot be read by the controller at all.
+INT32_MAX = 2**31 - 1
+
+
+def suc_reads(plan, suc):
+    """The problems controller `suc` would have reading `plan` beyond its CRD's schema, or []."""
+    timeout = (plan["spec"].get("drain") or {}).get("timeout")
+    if suc != "v0.15.3" and isinstance(timeout, int) and timeout > INT32_MAX:
+        return [f"spec.drain.timeout {timeout} does not fit SUC's 32-bit IntOrString (v0.16.3 and later)"]
+    return []
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +128,7 @@ def test_every_shipped_plan_validates_against_the_crd(path, plan_schema):
     assert plans
     for plan in plans:
         jsonschema.validate(plan, plan_schema, cls=jsonschema.Draft7Validator)
+        assert [problem for suc in CRDS for problem in suc_reads(plan, suc)] == []
         assert plan["apiVersion"] == "upgrade.cattle.io/v1"
         assert plan["spec"].get("version") or plan["spec"].get("channel"), "SUC cannot resolve a Plan without either"
 
@@ -117,6 +142,47 @@ def test_the_strict_schema_catches_a_typo(plan_schema):
     plan["spec"]["nodeSelector"] = {"matchExpressions": [{"key": "k"}]}  # operator is required
     with pytest.raises(jsonschema.ValidationError, match="operator"):
         jsonschema.validate(plan, plan_schema, cls=jsonschema.Draft7Validator)
+
+
+def with_drain_timeout(plan, timeout):
+    changed = copy.deepcopy(plan)
+    changed["spec"]["drain"]["timeout"] = timeout
+    return changed
+
+
+# docs/suc.md's patch for an overlay that wants a drain timeout, in each controller's form.
+DRAIN_TIMEOUT_PATCHES = {"v0.20": "300s", "v0.15.3": 300_000_000_000}
+
+
+@pytest.mark.parametrize("suc", sorted(CRDS))
+def test_no_drain_timeout_works_with_both_controllers_and_the_documented_patch_works_with_its_own(suc):
+    # The shipped Plans set none; an overlay adds the one its controller reads (docs/suc.md).
+    schemas = {name: load_schema(path) for name, path in CRDS.items()}
+    other = next(name for name in CRDS if name != suc)
+    drained = [p for p in plans_in_files() if "drain" in p["spec"]]
+    assert {p["metadata"]["name"] for p in drained} == {"k3s-agent", "os-tree"}
+    for plan in drained:
+        assert "timeout" not in plan["spec"]["drain"], "no form of drain.timeout works with both controllers"
+        patched = with_drain_timeout(plan, DRAIN_TIMEOUT_PATCHES[suc])
+        jsonschema.validate(patched, schemas[suc], cls=jsonschema.Draft7Validator)
+        assert suc_reads(patched, suc) == []
+        assert seconds(DRAIN_TIMEOUT_PATCHES[suc]) == 300
+    # Each form fails with the other controller: v0.15.3's schema refuses the string; v0.20's takes the integer,
+    # and its controller then cannot read the Plan.
+    if other == "v0.15.3":
+        with pytest.raises(jsonschema.ValidationError, match="is not of type 'integer'"):
+            jsonschema.validate(patched, schemas[other], cls=jsonschema.Draft7Validator)
+    else:
+        jsonschema.validate(patched, schemas[other], cls=jsonschema.Draft7Validator)
+        assert suc_reads(patched, other) == [
+            "spec.drain.timeout 300000000000 does not fit SUC's 32-bit IntOrString (v0.16.3 and later)"]
+    # The docs carry both patches.
+    text = (REPO / "docs/suc.md").read_text()
+    assert "timeout: 300s" in text and "timeout: 300000000000" in text
+
+
+def plans_in_files():
+    return [d for path in plan_files() for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "Plan"]
 
 
 def by_kind(docs):
@@ -144,6 +210,7 @@ def test_rendered_output_is_what_we_ship(rendered, plan_schema):
                 assert subject["name"] in kinds["ServiceAccount"]
         for plan in kinds["Plan"].values():
             jsonschema.validate(plan, plan_schema, cls=jsonschema.Draft7Validator)
+            assert [problem for suc in CRDS for problem in suc_reads(plan, suc)] == []
             assert plan["metadata"]["namespace"] == SUC_NAMESPACE
             assert plan["spec"]["upgrade"]["image"].startswith("localhost/hoist")
             # SUC appends the version as the tag of an untagged upgrade image.
@@ -328,6 +395,8 @@ def seconds(duration):
 SPARE = 120
 # A rebooting Plan: shutdown, boot and the kubelet starting the Job's next pod.
 BOOT = 300
+# What the deadline must leave a drain, which no timeout of its own bounds: evictions, and pods' graceful exits.
+DRAIN = 300
 
 
 def budget(plan):
@@ -341,8 +410,10 @@ def budget(plan):
         assert timeout is not None, f"{name}: prepare without --timeout waits its default, whatever the deadline"
         parts["prepare"] = float(timeout)
     if "drain" in spec:
-        assert "timeout" in spec["drain"], f"{name}: kubectl drain without --timeout waits forever on a PDB"
-        parts["drain"] = seconds(spec["drain"]["timeout"])
+        # No drain.timeout (see test_no_drain_timeout_works_with_both_controllers...): the drain has what the
+        # deadline leaves it, which must be at least this allowance.
+        assert "timeout" not in spec["drain"], f"{name}: a drain.timeout works with one SUC only"
+        parts["drain"] = DRAIN
     args = spec["upgrade"]["args"]
     lock = option(args, "--lock-timeout")
     assert lock is not None, f"{name}: no --lock-timeout"
@@ -391,7 +462,7 @@ def test_the_time_budget_adds_up(rendered):
 
 def test_no_comment_says_skip_wait_for_delete_timeout_bounds_evictions():
     # kubectl's --skip-wait-for-delete-timeout skips pods deleted long ago; it
-    # bounds no eviction (drain.timeout does).
+    # bounds no eviction (only the Job's deadline does).
     for path in DEPLOY.rglob("*.yaml"):
         assert "PodDisruptionBudgets for up to" not in path.read_text(), path
 
