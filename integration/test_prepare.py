@@ -230,6 +230,54 @@ def test_the_timeout_fails_naming_the_nodes_still_missing(cluster, kubeconfig):
             "nodes not done: s2, s3 (applying: s2)") in prepare.stderr
 
 
+def test_a_plan_whose_job_failed_fails_prepare_at_once_naming_suc_message(cluster, kubeconfig, tmp_path):
+    # It waited out its whole --timeout after SUC had given up, said only "nodes not done", and wrote no
+    # termination message.
+    put_server_plan(cluster)
+    message = tmp_path / "termination-log"
+    message.write_text("")  # the kubelet makes the file
+    prepare = start_prepare(SERVER_PLAN, "--timeout", 120, kubeconfig=kubeconfig,
+                            env={"HOIST_TERMINATION_MESSAGE_PATH": str(message)})
+    wait_for_watches(cluster, resource="plans")
+    # s1's Job: three pods fail, then the Job's backoff limit (2, SUC's code default) fails it.
+    emulator = suc(cluster, job_seconds=0.1, failing={"s1"}, backoff_limit=2).start()
+    assert prepare.wait(timeout=60) == 1, prepare.stderr
+    emulator.join()
+    assert emulator.pods["s1"] == [1, 1, 1]
+    assert prepare.elapsed < 30
+    job = emulator.job_name("s1", cluster.get(PLAN_API, SERVER_PLAN, NAMESPACE)["status"]["latestHash"])
+    suc_says = (f"Job system-upgrade/{job} failed on Node s1: BackoffLimitExceeded: Job has reached the specified "
+                "backoff limit")
+    error = f"plan 'k3s-server' in namespace 'system-upgrade' has failed: system-upgrade-controller says: {suc_says}"
+    assert error in prepare.stderr
+    assert message.read_text() == f"hoist prepare: failed (exit 1): {error}\n"
+
+
+def test_a_failure_of_an_older_version_is_not_this_ones(cluster, kubeconfig):
+    # SUC sets Complete to Resolved when the version changes; until it has, the status describes the old version.
+    put_server_plan(cluster)
+    suc(cluster, job_seconds=0.1, failing={"s1"}, backoff_limit=0).start().join()
+    cluster.update(PLAN_API, SERVER_PLAN, lambda p: p["spec"].__setitem__("version", "v1.30.2+k3s1"), NAMESPACE)
+    prepare = start_prepare(SERVER_PLAN, "--timeout", 60, kubeconfig=kubeconfig)
+    wait_for_watches(cluster, resource="plans")
+    time.sleep(0.5)
+    assert prepare.running(), prepare.stderr
+    suc(cluster, job_seconds=0.1).start().join()
+    assert prepare.wait() == 0, prepare.stderr
+
+
+def test_prepare_writes_the_termination_message_when_the_plan_is_complete(cluster, kubeconfig, tmp_path):
+    put_server_plan(cluster)
+    suc(cluster, concurrency=3, job_seconds=0).start().join()
+    message = tmp_path / "termination-log"
+    message.write_text("")
+    prepare = start_prepare(SERVER_PLAN, kubeconfig=kubeconfig, env={"HOIST_TERMINATION_MESSAGE_PATH": str(message)})
+    assert prepare.wait() == 0, prepare.stderr
+    text = message.read_text()
+    assert text.startswith("hoist prepare: succeeded\nplan 'k3s-server': 3/3 nodes done at hash "), text
+    assert text.endswith("; complete\n")
+
+
 def test_node_version_waits_for_the_kubelet_version(cluster, kubeconfig):
     put_server_plan(cluster)
     suc(cluster, concurrency=3, set_kubelet=False).start().join()

@@ -171,3 +171,43 @@ TEST_CASE("a progress line names at most ten nodes a list, and how many more the
   CHECK(progress.summary("server") ==
         "plan 'server': 3/25 nodes done; waiting for: n03, n04, n05, n06, n07, n08, n09, n10, n11, n12 and 12 more");
 }
+
+TEST_CASE("a Plan whose Job failed has failed, with system-upgrade-controller's message", "[plan_progress]") {
+  // As SUC's handle_batch.go writes it when a Job's Failed condition is true.
+  json status = k_resolved;
+  status["applying"] = json::array({"s1"});
+  status["conditions"] = json::parse(R"([
+    {"type": "LatestResolved", "status": "True", "reason": "Version"},
+    {"type": "Complete", "status": "False", "reason": "JobFailed", "lastUpdateTime": "2026-11-20T10:00:00Z",
+     "message": "Job system-upgrade/apply-server-on-s1-with-h2 failed on Node s1: DeadlineExceeded: Job was active longer than specified deadline"}])");
+  const json plan = server_plan(status);
+  const auto progress = evaluate_plan("server", &plan, nodes({node("s1", "server"), node("s2", "server", "h2")}), {});
+  CHECK(progress.state == State::failed);
+  CHECK_FALSE(progress.complete());
+  CHECK(progress.detail ==
+        "Job system-upgrade/apply-server-on-s1-with-h2 failed on Node s1: DeadlineExceeded: Job was active longer "
+        "than specified deadline");
+  CHECK(progress.pending == Names{"s1"});
+  CHECK(progress.summary("server") ==
+        "plan 'server' has failed: system-upgrade-controller says: Job system-upgrade/apply-server-on-s1-with-h2 "
+        "failed on Node s1: DeadlineExceeded: Job was active longer than specified deadline (nodes not done: s1)");
+}
+
+TEST_CASE("a Complete condition that is not a failed Job is no failure", "[plan_progress]") {
+  for (const char* condition :
+       {R"({"type": "Complete", "status": "False", "reason": "SyncJob", "message": ""})",
+        R"({"type": "Complete", "status": "False", "reason": "Resolved"})",
+        R"({"type": "Complete", "status": "Unknown", "reason": "JobFailed"})",
+        R"({"type": "Validated", "status": "False", "reason": "JobFailed"})", R"({"type": 7, "status": []})", "7"}) {
+    json status = k_resolved;
+    status["applying"] = json::array({"s1"});
+    status["conditions"] = json::array({json::parse(condition)});
+    const json plan = server_plan(status);
+    CHECK(evaluate_plan("server", &plan, nodes({node("s1", "server")}), {}).state == State::waiting);
+  }
+  // A failure recorded before the spec moved on is not the new version's: the Plan is not resolved yet.
+  json stale = json::parse(R"({"latestHash": "h1", "latestVersion": "v1.30.0-k3s1", "conditions": [
+    {"type": "Complete", "status": "False", "reason": "JobFailed", "message": "Job x failed"}]})");
+  const json plan = server_plan(stale);
+  CHECK(evaluate_plan("server", &plan, {}, {}).state == State::unresolved);
+}

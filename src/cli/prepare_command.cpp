@@ -55,6 +55,9 @@ class PrepareCommand final : public Command {
   }
 
   [[nodiscard]] bool needs_host() const override { return false; }
+  /// A Plan's prepare container fails the Job too: the cluster must see why after SUC has collected the pod.
+  [[nodiscard]] bool reports_outcome() const override { return true; }
+  [[nodiscard]] std::vector<std::string> summary() const override { return m_summary; }
 
   ExitCode run(Context& context) override {
     check_plan_name(m_plan);
@@ -76,7 +79,7 @@ class PrepareCommand final : public Command {
                  config.server(), m_timeout_seconds,
                  options.node_version ? ", kubelet version " + *options.node_version : std::string());
     const KubeClient client(std::move(config));
-    wait_for_plan(client, options);
+    m_summary = {wait_for_plan(client, options).summary(options.plan)};
     spdlog::info("plan '{}' is complete", options.plan);
     return ExitCode::ok;
   }
@@ -127,6 +130,7 @@ class PrepareCommand final : public Command {
     return KubeConfig::in_cluster(context.suc);
   }
   std::string m_node_version;
+  std::vector<std::string> m_summary;
 };
 
 }  // namespace

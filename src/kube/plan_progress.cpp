@@ -39,6 +39,33 @@ std::string join_first_names(const std::vector<std::string>& names) {
          std::to_string(names.size() - k_summary_names) + " more";
 }
 
+// A Job of the Plan that failed, as system-upgrade-controller records it (pkg/upgrade/handle_batch.go of
+// rancher/system-upgrade-controller, v0.15.3 to v0.20.1 alike): when a Job's own Failed condition is true
+// (its backoffLimit spent, or its activeDeadlineSeconds passed), SUC sets the Plan's condition of type
+// "Complete" to status "False", reason "JobFailed", message "Job <namespace>/<job> failed on Node <node>:
+// <the Job condition's reason>: <its message>" (PlanComplete.SetError in pkg/apis/condition/condition.go).
+// SUC clears it when the Plan resolves a new version (reason "Resolved", pkg/upgrade/handle_upgrade.go) or
+// its applying list changes (reason "SyncJob"), and sets it True, reason "Complete", when no node is left.
+// The condition fields are wrangler's GenericCondition: type, status, reason, message, lastUpdateTime.
+std::optional<std::string> failed_job(const nlohmann::json& plan) {
+  const auto status = plan.find("status");
+  if (status == plan.end() || !status->is_object()) {
+    return std::nullopt;
+  }
+  const auto conditions = status->find("conditions");
+  if (conditions == status->end() || !conditions->is_array()) {
+    return std::nullopt;
+  }
+  for (const auto& condition : *conditions) {
+    if (string_at(condition, {"type"}) == "Complete" && string_at(condition, {"status"}) == "False" &&
+        string_at(condition, {"reason"}) == "JobFailed") {
+      const std::string message = string_at(condition, {"message"});
+      return message.empty() ? std::string("a Job failed (no message)") : message;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 nlohmann::json trim_node(nlohmann::json&& node, const std::set<std::string>* label_keys) {
@@ -147,6 +174,12 @@ PlanProgress evaluate_plan(const std::string& plan_name, const nlohmann::json* p
     return progress;
   }
 
+  // The status describes the latest version (checked above): a Job of it failed, and SUC starts it no more.
+  if (auto failure = failed_job(*plan)) {
+    progress.state = PlanProgress::State::failed;
+    progress.detail = std::move(*failure);
+  }
+
   const std::string label = plan_label(plan_name);
   const std::optional<std::string> target = node_version ? std::optional(munge_version(*node_version)) : std::nullopt;
   for (const auto& [name, node] : nodes) {
@@ -165,6 +198,9 @@ PlanProgress evaluate_plan(const std::string& plan_name, const nlohmann::json* p
       }
     }
   }
+  if (progress.state == PlanProgress::State::failed) {
+    return progress;
+  }
   progress.state = progress.applying.empty() && progress.pending.empty() ? PlanProgress::State::complete
                                                                          : PlanProgress::State::waiting;
   return progress;
@@ -176,6 +212,9 @@ std::string PlanProgress::summary(const std::string& plan) const {
     case State::missing: return name + " does not exist yet; waiting for it to be created";
     case State::unresolved: return name + " is not resolved by system-upgrade-controller yet (" + detail + ")";
     case State::invalid: return name + " has an invalid node selector, waiting for it to be fixed: " + detail;
+    case State::failed:
+      return name + " has failed: system-upgrade-controller says: " + detail +
+             (pending.empty() ? std::string() : " (nodes not done: " + join_first_names(pending) + ")");
     case State::waiting:
     case State::complete: break;
   }

@@ -127,6 +127,11 @@ PlanProgress wait_for_plan(const KubeClient& client, const PlanWaitOptions& opti
       const auto found = plan_snapshot.objects.find(options.plan);
       const nlohmann::json* plan = found == plan_snapshot.objects.end() ? nullptr : &found->second;
       PlanProgress current = evaluate_plan(options.plan, plan, {}, options.node_version);
+      if (current.state == PlanProgress::State::failed) {
+        // SUC has given up on a Job of the Plan: its nodes will not be done within this wait.
+        throw Failure("plan '" + options.plan + "' in namespace '" + options.namespace_ +
+                      "' has failed: system-upgrade-controller says: " + current.detail);
+      }
       bool known = true;
       if (current.selector && !current.selector->selects_nothing()) {
         // Only the nodes the Plan selects are listed and watched: the server

@@ -40,18 +40,20 @@ using NodeMap = std::map<std::string, NodeView>;
 /// resolved it (status.latestHash set, and status.latestVersion matching
 /// spec.version when one is set), status.applying is empty, and every node its
 /// selector picks carries `plan.upgrade.cattle.io/<plan>=<latestHash>` (and, when a
-/// node version is asked for, reports that kubelet version).
+/// node version is asked for, reports that kubelet version). It has failed when SUC
+/// says that one of its Jobs failed (its Complete condition False, reason JobFailed).
 struct PlanProgress {
   enum class State {
     missing,     ///< no such Plan (yet): wait
     unresolved,  ///< SUC has not digested the current spec yet: wait
     invalid,     ///< the Plan's nodeSelector is invalid, SUC will not apply it: wait for a fix
     waiting,     ///< resolved, but nodes are applying or not yet labeled
+    failed,      ///< resolved, and a Job of its latest version failed: SUC runs it no more until the Plan changes
     complete,
   };
 
   State state = State::missing;
-  std::string detail;                      ///< why unresolved or invalid
+  std::string detail;                      ///< why unresolved, invalid or failed (failed: SUC's message)
   std::string latest_hash;                 ///< status.latestHash
   std::vector<std::string> applying;       ///< status.applying (hostnames), as SUC wrote it
   std::vector<std::string> done;           ///< selected nodes at the latest hash (and version), sorted

@@ -25,7 +25,8 @@ struct PlanWaitOptions {
 /// Waits until `options.plan` is complete (see PlanProgress), watching the Plan
 /// and the nodes its selector picks, and returns the final progress. Logs a
 /// progress line whenever the progress changes, from the calling thread only.
-/// Throws hoist::Failure on timeout, naming the nodes still missing, and
+/// Throws hoist::Failure on timeout, naming the nodes still missing; at once when the
+/// Plan has failed (PlanProgress::State::failed), naming SUC's message; and
 /// KubeError for what retrying cannot fix (401, 403, an untrusted certificate).
 PlanProgress wait_for_plan(const KubeClient& client, const PlanWaitOptions& options);
 
