@@ -8,9 +8,11 @@ continue), each page from the snapshot of the first; 410 Gone for a compacted
 resourceVersion (as the response or as an ERROR event in the stream), 410
 Expired for a continue token whose snapshot was compacted; bearer
 tokens with rotation; RBAC rules to enforce (403 in the real server's words); a
-log of every request, for tests to count requests and check verbs; CREATE of
-events.k8s.io/v1 Events, validated as the real server validates them and kept
-in `Cluster.events`.
+log of every request, for tests to count requests and check verbs; CREATE, GET
+and PATCH (a JSON merge patch) of events.k8s.io/v1 Events, validated as the real
+server validates them on create and on update (only the series may change), a
+name taken answered 409 AlreadyExists and a stale resourceVersion 409 Conflict,
+kept in `Cluster.events`.
 
 `Cluster` holds the objects and the knobs; `make_pki` makes the certificates
 with the openssl CLI; suc_emulator.py changes Plans and nodes over time the way
@@ -311,6 +313,40 @@ _MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
+def validate_event_update(new, old):
+    """What kube-apiserver checks of an update of an events.k8s.io/v1 Event (ValidateEventUpdate in
+    pkg/apis/core/validation/events.go): everything but the series and the metadata is immutable, and a series
+    changed must count at least 2 and carry lastObservedTime. The problems, or []."""
+    problems = validate_event(new, old["metadata"]["namespace"])
+    for field in ("regarding", "related", "reason", "note", "type", "action", "eventTime", "reportingController",
+                  "reportingInstance", "deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp",
+                  "deprecatedCount"):
+        if new.get(field) != old.get(field):
+            problems.append(f"{field}: Invalid value: field is immutable")
+    if new["metadata"].get("name") != old["metadata"].get("name"):
+        problems.append("metadata.name: Invalid value: field is immutable")
+    series = new.get("series")
+    if series != old.get("series") and series is not None:
+        if not isinstance(series, dict) or not isinstance(series.get("count"), int) or series["count"] < 2:
+            problems.append("series.count: Invalid value: should be at least 2")
+        if not isinstance(series, dict) or not _MICRO_TIME.match(str(series.get("lastObservedTime", ""))):
+            problems.append("series.lastObservedTime: Required value")
+    return problems
+
+
+def merge_patch(target, patch):
+    """RFC 7386: objects merged key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return json.loads(json.dumps(patch))
+    result = json.loads(json.dumps(target)) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
 def validate_event(event, namespace):
     """What kube-apiserver checks of an events.k8s.io/v1 Event on create (pkg/apis/core/validation/events.go):
     the problems, or [] for a valid one."""
@@ -392,6 +428,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             api, rest = NODE_API, parts[2:]
         elif parts[:3] == ["apis", "upgrade.cattle.io", "v1"]:
             api, rest = PLAN_API, parts[3:]
+        elif parts[:3] == ["apis", "events.k8s.io", "v1"] and len(parts) == 7 and parts[3] == "namespaces" \
+                and parts[5] == "events":
+            return self._event_request("GET", parts[4], parts[6], entry, b"")
         else:
             entry.update(status=404)
             with cluster.lock:
@@ -606,6 +645,73 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         entry["status"] = code
         return self._send_json(code, _status(code, reason, message))
 
+    def _event_request(self, method, namespace, name, entry, body):
+        """GET or PATCH of the Event `name`, with what every request gets: the log, injected failures, the token,
+        RBAC."""
+        cluster = self.cluster
+        verb = {"GET": "get", "PATCH": "patch"}[method]
+        auth = self.headers.get("Authorization", "")
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        entry.update(verb=verb, group=EVENT_API[0], resource="events", namespace=namespace, name=name, token=token)
+        with cluster.lock:
+            cluster.requests.append(entry)
+            injected = cluster.fail_next.pop(0) if cluster.fail_next else None
+            token_ok = token in cluster.tokens
+        if injected:
+            return self._deny(entry, injected, "InternalError", f"injected failure {injected}")
+        if not token_ok:
+            return self._deny(entry, 401, "Unauthorized", "Unauthorized")
+        if not cluster.authorize(verb, EVENT_API[0], "events", namespace):
+            return self._deny(entry, 403, "Forbidden",
+                              f'events.events.k8s.io "{name}" is forbidden: User "system:serviceaccount:test:hoist" '
+                              f'cannot {verb} resource "events" in API group "events.k8s.io" in the namespace '
+                              f'"{namespace}"')
+        with cluster.lock:
+            index = next((i for i, e in enumerate(cluster.events) if e["metadata"]["name"] == name
+                          and e["metadata"]["namespace"] == namespace), None)
+            stored = json.loads(json.dumps(cluster.events[index])) if index is not None else None
+        if stored is None:
+            return self._deny(entry, 404, "NotFound", f'events.events.k8s.io "{name}" not found')
+        if method == "GET":
+            entry["status"] = 200
+            return self._send_json(200, stored)
+        if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/merge-patch+json":
+            return self._deny(entry, 415, "UnsupportedMediaType", "the body is not application/merge-patch+json")
+        try:
+            patch = json.loads(body)
+        except ValueError as error:
+            return self._deny(entry, 400, "BadRequest", f"invalid JSON: {error}")
+        updated = merge_patch(stored, patch)
+        with cluster.lock:
+            current = cluster.events[index]
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+                return self._deny(entry, 409, "Conflict",
+                                  f'Operation cannot be fulfilled on events.events.k8s.io "{name}": the object has '
+                                  f'been modified; please apply your changes to the latest version and try again')
+            problems = validate_event_update(updated, current)
+            if problems:
+                return self._deny(entry, 422, "Invalid", "Event is invalid: " + "; ".join(problems))
+            updated["metadata"]["resourceVersion"] = cluster._bump()
+            cluster.events[index] = updated
+            cluster.lock.notify_all()
+        entry["status"] = 200
+        return self._send_json(200, updated)
+
+    def do_PATCH(self):  # noqa: N802 (http.server's naming)
+        url = urllib.parse.urlsplit(self.path)
+        path = self._unprefixed(url.path)
+        parts = [p for p in path.split("/") if p] if path is not None else ["not-served"]
+        entry = {"time": time.monotonic(), "method": "PATCH", "path": url.path, "query": {}}
+        length = self.headers.get("Content-Length")
+        body = self.rfile.read(int(length)) if length and length.isdigit() else b""
+        if not (len(parts) == 7 and parts[:3] == ["apis", "events.k8s.io", "v1"] and parts[3] == "namespaces"
+                and parts[5] == "events"):
+            with self.cluster.lock:
+                self.cluster.requests.append(entry)
+            return self._deny(entry, 404, "NotFound", "the server could not find the requested resource")
+        return self._event_request("PATCH", parts[4], parts[6], entry, body)
+
     def do_POST(self):  # noqa: N802 (http.server's naming)
         cluster = self.cluster
         url = urllib.parse.urlsplit(self.path)
@@ -645,11 +751,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if problems:
             return self._deny(entry, 422, "Invalid", "Event is invalid: " + "; ".join(problems))
         with cluster.lock:
-            event["metadata"]["resourceVersion"] = cluster._bump()
-            event["metadata"]["uid"] = hashlib.sha1(repr(("event", namespace, event["metadata"]["name"])).encode()
-                                                    ).hexdigest()
-            cluster.events.append(event)
-            cluster.lock.notify_all()
+            taken = any(e["metadata"]["name"] == event["metadata"]["name"] and e["metadata"]["namespace"] == namespace
+                        for e in cluster.events)
+            if not taken:
+                event["metadata"]["namespace"] = namespace
+                event["metadata"]["resourceVersion"] = cluster._bump()
+                event["metadata"]["uid"] = hashlib.sha1(repr(("event", namespace, event["metadata"]["name"])
+                                                             ).encode()).hexdigest()
+                cluster.events.append(event)
+                cluster.lock.notify_all()
+        if taken:
+            return self._deny(entry, 409, "AlreadyExists",
+                              f'events.events.k8s.io "{event["metadata"]["name"]}" already exists')
         entry["status"] = 201
         return self._send_json(201, event)
 

@@ -20,8 +20,10 @@ pytestmark = pytest.mark.skipif(not can_fake_service_account(),
                                 reason="needs root and unshare for a private mount namespace")
 
 NODE = "node-7"
-# What the shipped Plans grant: create events.k8s.io events in "default", where Node events live.
-EVENTS_RULE = {"namespace": "default", "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}
+# What the shipped Plans grant: create events.k8s.io events in "default", where Node events live, and get and patch
+# them to count a repeat on its series.
+EVENTS_RULE = {"namespace": "default", "apiGroups": ["events.k8s.io"], "resources": ["events"],
+               "verbs": ["create", "get", "patch"]}
 IN_POD = ('mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && '
           'mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
 
@@ -184,3 +186,57 @@ def test_a_health_rollback_posts_rolled_back_naming_the_check_and_the_versions(h
     assert (result["outcome"], result["version"], result["message"]) == \
         ("rolled-back", "2.0.0", f"{why}; switched back to 1.0.0")
     assert (host_root / "opt/app/current").readlink().name == "1.0.0"
+
+
+def job_env(plan, version, latest_hash):
+    """The env SUC gives a Job's container for a Plan at `version` with `latest_hash`."""
+    return {"SYSTEM_UPGRADE_PLAN_NAME": plan, "SYSTEM_UPGRADE_PLAN_LATEST_VERSION": version,
+            "SYSTEM_UPGRADE_PLAN_LATEST_HASH": latest_hash}
+
+
+def test_the_same_refusal_of_every_pod_suc_retries_is_one_event_series(host_root, payloads, cluster, server,
+                                                                       account):
+    # SUC retries a failed pod (backoff limit 99): a refused downgrade posted a new Warning Event a pod.
+    v1, v2 = payloads
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v2, "2.0.0"), env=job_env("app", "2.0.0", "h2"),
+           check=0)
+    for _ in range(3):
+        in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"),
+               env=job_env("app", "1.0.0", "h1"), check=3)
+    refusal = "hoist upgrade: failed (exit 3): app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade " \
+              "allows it)"
+    events = cluster.events
+    assert [(e["reason"], e["note"]) for e in events] == [
+        ("HoistUpgraded", "hoist upgrade: succeeded; app: nothing installed -> 2.0.0 (first install)"),
+        ("HoistUpgradeFailed", refusal)]
+    series = events[1]["series"]
+    assert series["count"] == 3
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", series["lastObservedTime"])
+    assert series["lastObservedTime"] > events[1]["eventTime"]
+    assert "series" not in events[0]
+    # The first pod created it; each later one found it (409), read it and counted itself on it.
+    assert [(r["verb"], r["status"]) for r in cluster.requests] == [
+        ("create", 201), ("create", 201), ("create", 409), ("get", 200), ("patch", 200), ("create", 409),
+        ("get", 200), ("patch", 200)]
+    # Another Plan version (its hash) is another series, though it says the same.
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"), env=job_env("app", "1.0.0", "h3"),
+           check=3)
+    assert [(e["reason"], e.get("series", {}).get("count")) for e in cluster.events] == [
+        ("HoistUpgraded", None), ("HoistUpgradeFailed", 3), ("HoistUpgradeFailed", None)]
+
+
+def test_a_series_event_that_expired_is_created_again(host_root, payloads, cluster, server, account):
+    v1, v2 = payloads
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v2, "2.0.0"), env=job_env("app", "2.0.0", "h2"),
+           check=0)
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"), env=job_env("app", "1.0.0", "h1"),
+           check=3)
+    # The API server's event TTL (an hour by default) removed it between the next pod's create and get.
+    cluster.fail_next = [409]
+    cluster.events.pop()
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v1, "1.0.0"), env=job_env("app", "1.0.0", "h1"),
+           check=3)
+    assert [(e["reason"], "series" in e) for e in cluster.events] == [("HoistUpgraded", False),
+                                                                      ("HoistUpgradeFailed", False)]
+    assert [(r["verb"], r["status"]) for r in cluster.requests][-3:] == [("create", 409), ("get", 404),
+                                                                         ("create", 201)]

@@ -28,9 +28,15 @@ void tell_node(const Context& context, const NodeEvent& event) {
                   escaped(suc.node_name));
     return;
   }
+  // SUC retries a failed pod until the Job's backoff limit or deadline: each says the same for the same Plan
+  // version, which one Event counts (series.count) instead of one Event a pod.
+  NodeEvent counted = event;
+  if (!suc.plan_latest_hash.empty()) {
+    counted.series = suc.plan_name + "@" + suc.plan_latest_hash;
+  }
   try {
     const KubeClient client(KubeConfig::in_cluster(suc));
-    post_node_event(client, suc.node_name, event, std::chrono::steady_clock::now() + k_event_timeout);
+    post_node_event(client, suc.node_name, counted, std::chrono::steady_clock::now() + k_event_timeout);
     spdlog::debug("posted event {} on node '{}'", event.reason, escaped(suc.node_name));
   } catch (const std::exception& e) {
     spdlog::warn("could not post event {} on node '{}' (the run's outcome stands): {}", event.reason,
@@ -47,7 +53,7 @@ std::optional<NodeEvent> outcome_event(const std::string& command, ExitCode code
     // `kubectl describe node` must say that the node is back on its old version, and why, not only that the
     // upgrade failed.
     event = NodeEvent{NodeEvent::Type::warning, "HoistRolledBack", "Rollback",
-                      "hoist upgrade: rolled back (exit " + std::to_string(static_cast<int>(code)) + "):"};
+                      "hoist upgrade: rolled back (exit " + std::to_string(static_cast<int>(code)) + "):", ""};
     std::string separator = " ";
     for (const std::string& line : rolled_back) {
       event.note += separator + escaped(line);
@@ -78,7 +84,7 @@ std::optional<NodeEvent> outcome_event(const std::string& command, ExitCode code
 }
 
 NodeEvent rebooting_event(const std::string& what) {
-  return NodeEvent{NodeEvent::Type::normal, "HoistRebooting", "Reboot", "hoist: rebooting for " + escaped(what)};
+  return NodeEvent{NodeEvent::Type::normal, "HoistRebooting", "Reboot", "hoist: rebooting for " + escaped(what), ""};
 }
 
 }  // namespace hoist::cli

@@ -11,8 +11,9 @@
 namespace hoist::cli {
 
 /// Posts `event` about the Job's node (SYSTEM_UPGRADE_NODE_NAME) with the pod's service account, the in-cluster
-/// config prepare uses. Outside a pod (no node name, no KUBERNETES_SERVICE_HOST or no service account) it does
-/// nothing and says nothing above debug. Never throws and never fails a run: an event that cannot be posted is a
+/// config prepare uses; in a SUC Job, the same event for the same Plan hash is one series (post_node_event()),
+/// however many pods SUC retries. Outside a pod (no node name, no KUBERNETES_SERVICE_HOST or no service account) it
+/// does nothing and says nothing above debug. Never throws and never fails a run: an event that cannot be posted is a
 /// warning line, and that line never holds the token.
 void tell_node(const Context& context, const NodeEvent& event);
 

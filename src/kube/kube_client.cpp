@@ -132,18 +132,19 @@ KubeClient::KubeClient(KubeConfig config)
 
 KubeClient::Response KubeClient::request(const std::string& verb, const KubeResource& resource,
                                          const std::string& target, Deadline deadline, const WakeFlag* interrupt,
-                                         const std::string* body) const {
+                                         const Body* body) const {
   const std::string doing = failed_to(verb, resource, m_config.server());
   for (int attempt = 0;; ++attempt) {
     auto connection = HttpsConnection::open(m_tls, m_config.host, m_config.port, deadline, interrupt);
     if (!connection) {
       throw transport_error(connection.error(), doing);
     }
-    std::string request = (body != nullptr ? "POST " : "GET ") + m_config.path_prefix + target +
+    std::string request = std::string(body != nullptr ? body->method : "GET") + " " + m_config.path_prefix + target +
                           " HTTP/1.1\r\nHost: " + m_config.server() + "\r\nUser-Agent: hoist/" + hoist_version() +
                           "\r\nAccept: application/json\r\nConnection: close\r\n";
     if (body != nullptr) {
-      request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body->size()) + "\r\n";
+      request += std::string("Content-Type: ") + body->content_type +
+                 "\r\nContent-Length: " + std::to_string(body->text.size()) + "\r\n";
     }
     // Kept until the answer: after a 401, whether the token has changed since is judged against it.
     std::string token;
@@ -153,7 +154,7 @@ KubeClient::Response KubeClient::request(const std::string& verb, const KubeReso
     }
     request += "\r\n";
     if (body != nullptr) {
-      request += *body;
+      request += body->text;
     }
     auto sent = connection->send(request, deadline);
     secure_erase(request);
@@ -197,43 +198,45 @@ ObjectList KubeClient::list(const KubeResource& resource, const ListQuery& query
   return decode_list(*body, doing);
 }
 
-nlohmann::json KubeClient::create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
-                                  const WakeFlag* interrupt) const {
-  const std::string payload = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  auto response = request("create", resource, resource.path(), deadline, interrupt, &payload);
-  const std::string doing = failed_to("create", resource, m_config.server());
+nlohmann::json KubeClient::read_object(Response& response, const std::string& verb, const KubeResource& resource,
+                                       Deadline deadline) const {
+  const std::string doing = failed_to(verb, resource, m_config.server());
   auto body = response.connection.read_body(deadline, k_max_event_bytes);
   if (!body) {
     throw transport_error(body.error(), doing);
   }
-  if (response.head.status != 200 && response.head.status != 201) {
-    throw http_error(response.head.status, status_message(*body, response.head.reason), "create", resource,
-                     m_config.server());
+  const int status = response.head.status;
+  if (status != 200 && !(status == 201 && verb == "create")) {
+    throw http_error(status, status_message(*body, response.head.reason), verb, resource, m_config.server());
   }
   auto json = nlohmann::json::parse(*body, nullptr, false);
   if (!json.is_object()) {
-    throw KubeError(Kind::bad_response, response.head.status, doing + ": the response is not an object");
+    throw KubeError(Kind::bad_response, status, doing + ": the response is not an object");
   }
   return json;
+}
+
+nlohmann::json KubeClient::create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
+                                  const WakeFlag* interrupt) const {
+  const std::string payload = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const Body body{"POST", "application/json", payload};
+  auto response = request("create", resource, resource.path(), deadline, interrupt, &body);
+  return read_object(response, "create", resource, deadline);
+}
+
+nlohmann::json KubeClient::patch(const KubeResource& resource, const std::string& name,
+                                 const nlohmann::json& merge_patch, Deadline deadline,
+                                 const WakeFlag* interrupt) const {
+  const std::string payload = merge_patch.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const Body body{"PATCH", "application/merge-patch+json", payload};
+  auto response = request("patch", resource, resource.path() + "/" + url_encode(name), deadline, interrupt, &body);
+  return read_object(response, "patch", resource, deadline);
 }
 
 nlohmann::json KubeClient::get(const KubeResource& resource, const std::string& name, Deadline deadline,
                                const WakeFlag* interrupt) const {
   auto response = request("get", resource, resource.path() + "/" + url_encode(name), deadline, interrupt);
-  const std::string doing = failed_to("get", resource, m_config.server());
-  auto body = response.connection.read_body(deadline, k_max_event_bytes);
-  if (!body) {
-    throw transport_error(body.error(), doing);
-  }
-  if (response.head.status != 200) {
-    throw http_error(response.head.status, status_message(*body, response.head.reason), "get", resource,
-                     m_config.server());
-  }
-  auto json = nlohmann::json::parse(*body, nullptr, false);
-  if (!json.is_object()) {
-    throw KubeError(Kind::bad_response, 200, doing + ": the response is not an object");
-  }
-  return json;
+  return read_object(response, "get", resource, deadline);
 }
 
 void KubeClient::watch(const KubeResource& resource, const ListQuery& query, const std::string& resource_version,

@@ -91,7 +91,7 @@ class KubeError : public Failure {
   int m_status;
 };
 
-/// LIST, GET, WATCH and CREATE against the Kubernetes API over HTTPS, JSON decoded. One
+/// LIST, GET, WATCH, CREATE and PATCH against the Kubernetes API over HTTPS, JSON decoded. One
 /// connection per request (a watch holds its own for its lifetime). Safe to use
 /// from several threads at once. Every call throws KubeError on failure; a 401
 /// re-reads the token file and retries once, since projected tokens rotate.
@@ -119,18 +119,34 @@ class KubeClient {
              int timeout_seconds, Deadline deadline, const WakeFlag* interrupt,
              const std::function<void(WatchEvent&&)>& on_event) const;
 
-  /// CREATE (POST) `object` in the collection; returns the object the server stored.
+  /// CREATE (POST) `object` in the collection; returns the object the server stored. An object of that name
+  /// already there is KubeError `rejected` with status 409.
   nlohmann::json create(const KubeResource& resource, const nlohmann::json& object, Deadline deadline,
                         const WakeFlag* interrupt = nullptr) const;
+
+  /// PATCH the object `name` with a JSON merge patch (RFC 7386); returns the object the server stored. A
+  /// patch that names a metadata.resourceVersion the object no longer has is KubeError `rejected` with status
+  /// 409 (Conflict); no such object is `not_found`.
+  nlohmann::json patch(const KubeResource& resource, const std::string& name, const nlohmann::json& merge_patch,
+                       Deadline deadline, const WakeFlag* interrupt = nullptr) const;
 
   [[nodiscard]] const KubeConfig& config() const noexcept { return m_config; }
 
  private:
   struct Response;
-  /// Sends a GET (or, with a `body`, a POST of that JSON) and reads the response head; handles 401 by reloading
-  /// the token. `verb` is the RBAC verb, for messages.
+  /// What a request sends after its head: a POST of JSON, or a PATCH of a merge patch.
+  struct Body {
+    const char* method;
+    const char* content_type;
+    const std::string& text;
+  };
+  /// Sends a GET (or, with a `body`, its method with that body) and reads the response head; handles 401 by
+  /// reloading the token. `verb` is the RBAC verb, for messages.
   Response request(const std::string& verb, const KubeResource& resource, const std::string& target, Deadline deadline,
-                   const WakeFlag* interrupt, const std::string* body = nullptr) const;
+                   const WakeFlag* interrupt, const Body* body = nullptr) const;
+  /// Reads the body of a response that must be `ok` (or 201 for a create) and a JSON object.
+  nlohmann::json read_object(Response& response, const std::string& verb, const KubeResource& resource,
+                             Deadline deadline) const;
 
   KubeConfig m_config;
   TlsContext m_tls;
