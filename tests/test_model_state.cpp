@@ -194,3 +194,20 @@ TEST_CASE("a rollback intent keeps its reason; one without a reason writes none"
   const auto loaded = hoist::parse_state(plain, "s");
   CHECK((loaded.rollback->from == "v1.30.1+k3s1" && loaded.rollback->reason.empty()));
 }
+
+TEST_CASE("a rollback intent that leaves its version out of quarantine says so; one from before quarantines",
+          "[state]") {
+  auto state = sample();
+  state.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-25T00:00:00Z", {}, "no bus", false};
+  const std::string text = hoist::to_json_text(state);
+  CHECK(text.find("\"quarantine\": false") != std::string::npos);
+  CHECK_FALSE(hoist::parse_state(text, "s").rollback->quarantine);
+  state.rollback->quarantine = true;
+  const std::string plain = hoist::to_json_text(state);
+  CHECK(plain.find("\"quarantine\"") == std::string::npos);
+  CHECK(hoist::parse_state(plain, "s").rollback->quarantine);
+  std::string wrong = text;
+  wrong.replace(wrong.find("\"quarantine\": false"), 19, "\"quarantine\": \"no\"");
+  CHECK_THROWS_WITH(hoist::parse_state(wrong, "s"),
+                    Catch::Contains("in 'rollback': field 'quarantine' must be true or false"));
+}

@@ -141,3 +141,16 @@ TEST_CASE("a switch back with a reason is recorded for it; a plain rollback as a
   CHECK((plain.last_result->command == "rollback" && plain.last_result->outcome == "succeeded" &&
          plain.last_result->version == "1.0.0"));
 }
+
+TEST_CASE("a switch back replaces the restarts the version it leaves owed, and may leave it out of quarantine",
+          "[state_update]") {
+  auto state = with_versions({"1.0.0", "2.0.0"}, "2.0.0", "1.0.0");
+  state.owed_restarts = {"k3s.service", "other.service"};
+  state.rollback =
+      hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {"k3s.service"}, "no system bus", false};
+  hoist::record_rollback(state);
+  CHECK(state.current == "1.0.0");
+  CHECK(state.owed_restarts == std::vector<std::string>{"k3s.service"});
+  CHECK(state.quarantined.empty());
+  CHECK(state.rollbacks == 1);
+}

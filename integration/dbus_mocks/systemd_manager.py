@@ -3,6 +3,7 @@ integration tests: the methods hoist calls, on a python-dbusmock object.
 
 Parameters (JSON, dbusmock -p):
   results:         {unit: job result}   JobRemoved's result ("done" when absent)
+  failed_jobs:     {unit: [n, ...]}     which of a unit's jobs (1 = its first) end 'failed' whatever `results` says
   delays:          {unit: ms}           before JobRemoved is emitted (-1: never)
   early:           [unit]               JobRemoved is emitted before the method returns
   missing:         [unit]               the method fails with NoSuchUnit
@@ -46,6 +47,7 @@ SYSTEM_BUS = True
 def load(mock, parameters):
     mock.next_job = 1
     mock.results = dict(parameters.get('results', {}))
+    mock.failed_jobs = {unit: list(numbers) for unit, numbers in parameters.get('failed_jobs', {}).items()}
     mock.delays = dict(parameters.get('delays', {}))
     mock.early = list(parameters.get('early', []))
     mock.missing = list(parameters.get('missing', []))
@@ -85,7 +87,10 @@ def settle_unit(self, name, result, entered=None):
     else:
         mockobject.objects[path].UpdateProperties(UNIT_IFACE, props)
         if name.endswith('.service'):
-            mockobject.objects[path].UpdateProperties(SERVICE_IFACE, {'NRestarts': dbus.UInt32(0)})
+            # Each job's end sets the service's Result, as systemd does.
+            result_property = self.service_results.get(name, 'exit-code' if failed else 'success')
+            mockobject.objects[path].UpdateProperties(SERVICE_IFACE, {'NRestarts': dbus.UInt32(0),
+                                                                      'Result': result_property})
 
 
 def sicken(self, name):
@@ -208,8 +213,8 @@ def queue_job(self, name):
     job_id = self.next_job
     self.next_job += 1
     job = f'{MAIN_OBJ}/job/{job_id}'
-    result = self.results.get(name, 'done')
     self.jobs_of[name] = self.jobs_of.get(name, 0) + 1
+    result = 'failed' if self.jobs_of[name] in self.failed_jobs.get(name, []) else self.results.get(name, 'done')
     if result == 'done' and name == 'systemd-sysext.service' and self.sysext_root:
         refresh_sysext(self)
     settle_unit(self, name, result)

@@ -91,10 +91,17 @@ Handshake HostSteps::settle_pending_reboot(const StateStore& store, ComponentSta
       m_actions.before_reboot(state.component + " " + pending.target);
     }
     const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
-    const RebootRoute route = request_reboot(
-        m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
-    spdlog::info("asked for the reboot through {}", to_string(route));
-    wait_for_reboot(deadline, state.component + " " + pending.target, m_actions.reboot_timeout);
+    try {
+      const RebootRoute route = request_reboot(
+          m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
+      spdlog::info("asked for the reboot through {}", to_string(route));
+      wait_for_reboot(deadline, state.component + " " + pending.target, m_actions.reboot_timeout);
+    } catch (const Interrupted&) {
+      throw;  // the host going down stops the wait: the run after the boot confirms it
+    } catch (const Error& e) {
+      // Refused, or not within --reboot-timeout: the version switched to was never booted.
+      throw AfterSwitchFailure(e.what(), {}, false);
+    }
   }
   if (state.current == pending.target) {
     spdlog::info("{}: the host rebooted into {} (boot id {} → {}): done, no second reboot", state.component,
@@ -159,7 +166,8 @@ void HostSteps::record_failure(const StateStore& store, const std::vector<Switch
   }
 }
 
-void HostSteps::after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components) {
+void HostSteps::after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components,
+                             AfterRestarts after) {
   if (m_writable) {
     // Before anything slow: a reboot must not find the host writable.
     try {
@@ -167,13 +175,14 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
     } catch (const Error& e) {
       m_writable.reset();
       record_failure(store, components, e.what());
-      throw;
+      throw AfterSwitchFailure(e.what(), {}, false);
     }
     m_writable.reset();
   }
   const bool changed =
       std::any_of(components.begin(), components.end(), [](const SwitchedComponent& c) { return c.changed; });
-  // Owed first (an earlier run's, or this run's own as recorded with its switch), each unit once, in order.
+  // What the states owe (an earlier run's, or this run's own as recorded with its switch), each unit once, in
+  // order.
   std::vector<std::string> units;
   std::vector<std::string> owed_by_earlier_runs;  // components that start this run owing restarts, unchanged
   auto add = [&units](const std::string& unit) {
@@ -191,26 +200,30 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
         owed_by_earlier_runs.push_back(component.name);
       }
     }
-    if (component.changed) {
-      for (const auto& unit : restarts_owed_by(component.kind)) {
-        add(unit);
-      }
-    }
   }
   if (!owed_by_earlier_runs.empty()) {
     spdlog::info("{}: doing the restarts an earlier run owes ({})", join_units(owed_by_earlier_runs),
                  join_units(units));
   }
+  std::vector<std::string> restarted;  // asked of systemd by this call: done, or queued and failed
   for (const auto& unit : units) {
     throw_if_interrupted("restarting " + unit);
     const RestartMethod method = unit == k_sysext_unit ? RestartMethod::reload_or_restart : RestartMethod::restart;
+    bool queued = false;
     try {
-      restart_unit(bus(), unit, method, m_actions.restart_timeout);
+      restart_unit(bus(), unit, method, m_actions.restart_timeout, queued);
     } catch (const Error& e) {
       const std::string message = std::string(e.what()) + " (" + targets_of(components) + " switched)";
       record_failure(store, components, message);
-      throw Failure(message);
+      if (dynamic_cast<const Interrupted*>(&e) != nullptr) {
+        throw Interrupted(message);  // stopped, not failed: what is owed stays owed to the next run
+      }
+      if (queued) {
+        restarted.push_back(unit);
+      }
+      throw AfterSwitchFailure(message, restarted, queued);
     }
+    restarted.push_back(unit);
     strike_owed(store, components, unit);
   }
   for (const auto& name : owed_by_earlier_runs) {
@@ -220,10 +233,19 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
       store.save(*state);
     }
   }
+  if (after == AfterRestarts::no_reboot) {
+    return;
+  }
   const bool reboot_needed = (m_actions.reboot == RebootPolicy::always && !m_reboot_confirmed) ||
                              (m_actions.reboot == RebootPolicy::if_needed && changed);
   if (reboot_needed) {
-    reboot(store, components);
+    try {
+      reboot(store, components);
+    } catch (const Interrupted&) {
+      throw;  // the host going down stops the wait: the run after the boot confirms it
+    } catch (const Error& e) {
+      throw AfterSwitchFailure(e.what(), restarted, false);
+    }
   }
   if (m_actions.reboot != RebootPolicy::never) {
     spdlog::info("no reboot: {}", m_reboot_confirmed ? "the host already rebooted into this version"

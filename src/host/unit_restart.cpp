@@ -48,7 +48,8 @@ std::string unit_detail(sdbus::IConnection& connection, sdbus::IProxy& manager, 
 
 }  // namespace
 
-void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, std::chrono::milliseconds timeout) {
+void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, std::chrono::milliseconds timeout,
+                  bool& queued) {
   const char* method_name = method == RestartMethod::restart ? "RestartUnit" : "ReloadOrRestartUnit";
   const std::string name(unit);
   auto manager =
@@ -77,6 +78,7 @@ void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, s
     throw Failure("failed to restart " + name + " (" + method_name + " on " + bus.display() + "): " + e.getMessage() +
                   " (" + e.getName() + ")");
   }
+  queued = true;
   spdlog::info("{}: {} queued as job {}; waiting up to {} for it", name, method_name, std::string(job),
                seconds(timeout));
 

@@ -27,7 +27,9 @@ inline constexpr const char* k_systemd_manager = "org.freedesktop.systemd1.Manag
 /// unit and the result, with the unit's ActiveState/SubState and, for a
 /// service, its Result (`exit-code`, `timeout`…) when systemd tells them; so
 /// do a timeout and a refused call (an unknown unit: its D-Bus error).
-/// SIGTERM/SIGINT during the wait throw Interrupted.
-void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, std::chrono::milliseconds timeout);
+/// SIGTERM/SIGINT during the wait throw Interrupted. `queued` is set once systemd
+/// has queued the job: from then on the unit is being restarted, whatever the end.
+void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, std::chrono::milliseconds timeout,
+                  bool& queued);
 
 }  // namespace hoist

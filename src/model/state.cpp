@@ -62,6 +62,9 @@ json optional_object(const std::optional<RollbackIntent>& intent) {
   if (!intent->reason.empty()) {
     object["reason"] = intent->reason;
   }
+  if (!intent->quarantine) {
+    object["quarantine"] = false;  // written only when false: every intent before this field quarantined
+  }
   return object;
 }
 
@@ -239,6 +242,13 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
     state.rollback = RollbackIntent{r.string("from"), r.string("to"), r.string("started_at"),
                                     owed_list(*intent, r, "owed_restarts", "unit names"),
                                     intent->contains("reason") ? r.string("reason") : std::string()};
+    // Written only when false, since a switch back may leave its version out of quarantine.
+    if (const auto quarantine = intent->find("quarantine"); quarantine != intent->end()) {
+      if (!quarantine->is_boolean()) {
+        r.fail("field 'quarantine' must be true or false");
+      }
+      state.rollback->quarantine = quarantine->get<bool>();
+    }
   }
   // Written since upgrades record their switch before it; a state from before has none.
   if (const auto intent = document.find("switching"); intent != document.end() && !intent->is_null()) {

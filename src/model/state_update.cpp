@@ -88,12 +88,15 @@ void record_rollback(ComponentState& state) {
   // The version rolled back to is wanted again (a second rollback goes forward).
   std::erase_if(state.quarantined,
                 [&](const QuarantinedVersion& q) { return q.version == intent.from || q.version == intent.to; });
-  state.quarantined.push_back(QuarantinedVersion{
-      intent.from, now_rfc3339(), intent.reason.empty() ? "rolled back to " + intent.to : intent.reason});
+  if (intent.quarantine) {
+    state.quarantined.push_back(QuarantinedVersion{
+        intent.from, now_rfc3339(), intent.reason.empty() ? "rolled back to " + intent.to : intent.reason});
+  }
   state.current = intent.to;
   // A sync's one backup is used up; the links of the other kinds swap.
   state.previous = state.kind == to_string(ComponentKind::sync) ? std::string() : intent.from;
-  owe_restarts(state, intent.owed_restarts);
+  // This switch's restarts replace what the version it left still owed: they were owed to that version.
+  state.owed_restarts = intent.owed_restarts;
   // The checks were owed by the version left; the one switched back to owes none.
   state.owed_health_checks.clear();
   state.rollback.reset();

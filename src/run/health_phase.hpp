@@ -25,6 +25,29 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
                       const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
                       Durability durability, Remount remount, const char* command, RunSummary* summary);
 
+/// A component as the host steps of a run found it: whether the run switched it, and the restarts it owed then
+/// (before HostSteps::after_switch() struck those it did).
+struct BeforeHostSteps {
+  std::string name;
+  bool changed = false;
+  std::vector<std::string> owed_restarts;
+};
+
+/// What a run does when a host step after its switches failed (`failure`: a restart, a reboot that did not come,
+/// the mounts not put back; never SIGTERM): it is handled like a failed health check, so that exit 1 leaves the
+/// host on the old versions. Every component of `components` that the run switched, or that owed restarts (an
+/// earlier run's switch), goes back: switched back to its previous version (switch_back()) unless that version is
+/// quarantined (the current one came from a switch back: it stays, its restarts owed); a first install of a
+/// sysext withdrawn; any other first install stays. Going back owes the restarts of the units that the failed call
+/// had restarted (they run the version left now), not the others, and no reboot (nothing booted the version
+/// left). The version left is quarantined only when a unit was restarted and did not come up (`unit_failed()`);
+/// a version never tried is not. Records each as `rolled-back` with the failure, adds the switch backs to
+/// `summary->rolled_back`, and throws hoist::Failure (exit 1) naming them; `failure` itself when nothing goes back.
+[[noreturn]] void give_up_after_switch(const Context& context, const StateStore& store, HostSteps& host,
+                                       const std::vector<BeforeHostSteps>& components,
+                                       const AfterSwitchFailure& failure, Durability durability, Remount remount,
+                                       const char* command, RunSummary* summary);
+
 /// The specs of `checks`, as owed in the state.
 std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks);
 

@@ -149,8 +149,9 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   return ExitCode::ok;
 }
 
-void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
-                 const std::string& target, Durability durability, const std::string& why) {
+void switch_back(const HostRoot& root, const StateStore& store, ComponentState& state, const std::string& target,
+                 Durability durability, const std::string& why, const std::vector<std::string>& owed_restarts,
+                 Quarantine quarantine) {
   const ComponentKind kind = parse_component_kind(state.kind);
   auto installer =
       make_installer(root, InstallTarget{state.component, kind, state.destination, store.state_dir()}, durability);
@@ -160,10 +161,13 @@ void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host,
   }
   installer->check_rollback(target, state.current);
   // As run_rollback(): the intent first, then the switch, then its record. The intent carries why and is saved
-  // with what the caller recorded and the restarts the switch will owe, so that a run that finds this switch
-  // done by a killed run (reconcile_with_host()) records it as this one would have, and does the restarts.
-  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind), why};
-  save_with_owed_restarts(root, store, host, state, kind);
+  // with what the caller recorded, the restarts the switch will owe and whether it quarantines, so that a run that
+  // finds this switch done by a killed run (reconcile_with_host()) records it as this one would have, and does
+  // the restarts.
+  state.rollback =
+      RollbackIntent{state.current, target, now_rfc3339(), owed_restarts, why, quarantine == Quarantine::yes};
+  state.boot_id = read_boot_id(root);
+  store.save(state);
   installer->rollback(target, state.current);
   spdlog::info("{}: rolled back from {} to {}", state.component, state.current, target);
   record_rollback(state);

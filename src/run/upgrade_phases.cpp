@@ -91,6 +91,26 @@ void UpgradeRun::verify() {
   }
 }
 
+void UpgradeRun::reach_the_bus() {
+  for (const Work& work : m_works) {
+    const auto units = m_host->restarts_owed_by(work.item.spec.kind);
+    if (!work.gate.changes_host() || units.empty()) {
+      continue;
+    }
+    try {
+      (void)m_host->bus();
+    } catch (const Failure& e) {
+      std::string names;
+      for (const auto& unit : units) {
+        names += (names.empty() ? "" : ", ") + unit;
+      }
+      throw Failure(work.name() + ": cannot restart " + names + " after the switch to " + work.item.target.text() +
+                    ": " + e.what());
+    }
+    return;  // one connection serves every restart of the run
+  }
+}
+
 void UpgradeRun::remount() {
   m_host->make_writable(remount_paths(m_works, m_store, m_options.host.remount));
 }

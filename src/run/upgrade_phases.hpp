@@ -20,8 +20,8 @@
 namespace hoist {
 
 /// `hoist upgrade` as its phases (ARCHITECTURE.md, "The run"), one method each, called in this order by run()
-/// (or, for a dry run, by preview()): read_states → gate → verify → remount → clean_leftovers → stage →
-/// switch_over → record → host_steps. A gate that finds nothing to do ends the run with finish_unchanged()
+/// (or, for a dry run, by preview()): read_states → gate → verify → reach_the_bus → remount → clean_leftovers →
+/// stage → switch_over → record → host_steps. A gate that finds nothing to do ends the run with finish_unchanged()
 /// instead. A phase works on every component before the next phase starts: every payload is verified before
 /// anything is written, and everything is staged before anything is switched. The phases are public so that each
 /// can be tested alone; outside tests, run_upgrade() and preview_upgrade() are the way in.
@@ -56,8 +56,9 @@ class UpgradeRun {
   /// `options` must outlive the object.
   UpgradeRun(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options, DryRun dry_run);
 
-  /// Every phase in order (run_upgrade()); a failure in remount, clean_leftovers, stage or switch_over is undone
-  /// (undo()) and recorded before it is rethrown. Needs DryRun::no (std::logic_error otherwise).
+  /// Every phase in order (run_upgrade()); a failure in reach_the_bus, remount, clean_leftovers, stage or
+  /// switch_over is undone (undo()) and recorded before it is rethrown. Needs DryRun::no (std::logic_error
+  /// otherwise).
   ExitCode run();
   /// read_states, gate and (when anything would change) verify, then what each component's switch would change
   /// (Installer::preview()) and the checks it would owe (preview_upgrade()). Writes nothing.
@@ -78,6 +79,10 @@ class UpgradeRun {
   /// extension-release against the host's os-release; reads only the payloads. A failure is recorded as `failed`
   /// in the states there are (not in a dry run) and rethrown (exit 5).
   void verify();
+  /// Before the first write: the host's system bus connected (HostSteps::bus()) when a switch of the run will owe
+  /// restarts (a sysext's refresh, --restart), so that a host without one fails the run (hoist::Failure) before
+  /// anything changes rather than after the switch.
+  void reach_the_bus();
   /// The mounts that --remount or a manifest's `remount` names made writable (HostSteps::make_writable()).
   void remount();
   /// What killed runs left, removed per component; when that changed what is installed (a sync's cleanup finished a
@@ -97,6 +102,8 @@ class UpgradeRun {
   /// with the boot id; `unchanged` for the others that have a state; then Installer::finish() and --keep.
   void record();
   /// HostSteps::after_switch() (mounts back, owed restarts, --reboot), then the health phase (run_health_phase()).
+  /// A host step that fails (AfterSwitchFailure) is handled like a failed check: give_up_after_switch() switches
+  /// back and throws (exit 1).
   void host_steps();
 
   [[nodiscard]] const std::vector<Work>& works() const { return m_works; }

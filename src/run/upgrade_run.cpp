@@ -172,6 +172,7 @@ ExitCode UpgradeRun::run() {
   }
   verify();
   try {
+    reach_the_bus();
     remount();
     clean_leftovers();
     stage();
@@ -217,8 +218,17 @@ void UpgradeRun::read_states() {
     work.state = m_store.load(work.item.spec.name);
     if (work.state) {
       check_identity(*work.state, work.item.spec);
-      work.reboot_settled =
-          m_host->settle_pending_reboot(m_store, *work.state, work.item.target.text()) == Handshake::completed;
+      try {
+        work.reboot_settled =
+            m_host->settle_pending_reboot(m_store, *work.state, work.item.target.text()) == Handshake::completed;
+      } catch (const AfterSwitchFailure& failure) {
+        // The reboot an earlier run owed into its switch did not come: that switch goes back, as it would have in
+        // the run that made it.
+        give_up_after_switch(m_context, m_store, *m_host, {{work.name(), true, work.state->owed_restarts}}, failure,
+                             m_options.durability,
+                             work.item.spec.remount == Remount::yes ? Remount::yes : m_options.host.remount, k_command,
+                             m_options.summary);
+      }
     }
     work.installer = make_installer(
         m_root,
@@ -345,7 +355,20 @@ void UpgradeRun::tidy_up(Work& work) {
 
 void UpgradeRun::host_steps() {
   const LogFields fields{{"phase", "host"}};
-  m_host->after_switch(m_store, switched_components(m_works));
+  std::vector<BeforeHostSteps> before;
+  for (const Work& work : m_works) {
+    const auto state = m_store.load(work.name());
+    before.push_back(
+        {work.name(), work.gate.changes_host(), state ? state->owed_restarts : std::vector<std::string>()});
+  }
+  try {
+    m_host->after_switch(m_store, switched_components(m_works));
+  } catch (const AfterSwitchFailure& failure) {
+    // A restart that failed, a reboot that did not come: handled like a failed health check, so that exit 1
+    // leaves the host on the old versions.
+    give_up_after_switch(m_context, m_store, *m_host, before, failure, m_options.durability,
+                         remount_of(m_works, m_options), k_command, m_options.summary);
+  }
   run_health_phase(m_context, m_store, *m_host, names_of(m_works), m_options.health, m_options.probes,
                    m_options.durability, remount_of(m_works, m_options), k_command, m_options.summary);
 }

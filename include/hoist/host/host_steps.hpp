@@ -12,6 +12,7 @@
 #include "hoist/model/context.hpp"
 #include "hoist/model/state.hpp"
 #include "hoist/transfer/transfer.hpp"
+#include "hoist/util/error.hpp"
 
 namespace hoist {
 
@@ -23,6 +24,35 @@ struct SwitchedComponent {
   ComponentKind kind = ComponentKind::tree;
   std::string version;   ///< current after the run
   bool changed = false;  ///< whether this run switched it
+};
+
+/// A host step after a switch that failed before the versions switched to were shown to run: a restart that
+/// failed (the bus not there, the call refused, a job that did not end `done` in time), a reboot that did not come
+/// (refused, or not within --reboot-timeout), the mounts not put back read-only. The run switches back what it
+/// switched (the run room's give-up). SIGTERM and SIGINT are not this: they throw Interrupted, which leaves the
+/// versions and what they owe to the next run.
+class AfterSwitchFailure : public Failure {
+ public:
+  AfterSwitchFailure(const std::string& message, std::vector<std::string> restarted, bool unit_failed)
+      : Failure(message), m_restarted(std::move(restarted)), m_unit_failed(unit_failed) {}
+
+  /// The units whose restart the call asked systemd for, in order: restarted, or queued and failed. They run
+  /// something else now than before, so going back restarts them again; the others were never touched.
+  [[nodiscard]] const std::vector<std::string>& restarted() const noexcept { return m_restarted; }
+  /// Whether a unit was restarted and did not come up: the version was tried and failed, as a failed health
+  /// check says (then the version left is quarantined). False when nothing was tried (no bus, a refused call, a
+  /// reboot that did not come, the mounts).
+  [[nodiscard]] bool unit_failed() const noexcept { return m_unit_failed; }
+
+ private:
+  std::vector<std::string> m_restarted;
+  bool m_unit_failed;
+};
+
+/// What after_switch() does once the restarts are done.
+enum class AfterRestarts {
+  reboot_per_policy,  ///< reboot when --reboot asks for it
+  no_reboot,          ///< nothing: a switch back before anything started the version it left needs no boot
 };
 
 /// What settle_pending_reboot() found.
@@ -57,7 +87,8 @@ class HostSteps {
   /// The reboot handshake with SUC, for a component whose state records a
   /// pending reboot (else nothing happens): with the boot id unchanged, the
   /// reboot asked for has not come yet and is asked for again (this blocks
-  /// like the first request: it never returns); with a new boot id and the
+  /// like the first request: it never returns; refused, or not come within
+  /// --reboot-timeout, it throws AfterSwitchFailure); with a new boot id and the
   /// target current, the pending reboot is cleared and Handshake::completed
   /// returned (exit 0 follows, and no second reboot); with a new boot id and
   /// another version current, the host came back on the old version:
@@ -81,16 +112,19 @@ class HostSteps {
   [[nodiscard]] std::vector<std::string> restarts_owed_by(ComponentKind kind) const;
 
   /// After every switch is made and recorded: the mounts go back read-only;
-  /// then every restart still owed by a component's state (an earlier run's
-  /// that failed or was killed first), and those this run's switches need, each
-  /// once, in order; each one done is struck from the states that owe it, and
-  /// a component whose owed restarts an unchanged run finished records that as
-  /// its result. Then, per `--reboot`, the pending reboot is recorded in every
-  /// component's state and the reboot asked for, and this blocks until the host
-  /// goes down (it never returns then). A failed restart is recorded in the
-  /// states of the components that changed or owe it, stays owed, and is thrown
-  /// (hoist::Failure, exit 1).
-  void after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components);
+  /// then every restart the components' states owe (each switch records the
+  /// ones it needs in the same save as the switch; an earlier run may have left
+  /// some), each unit once, in order; each one done is struck from the states
+  /// that owe it, and a component whose owed restarts an unchanged run finished
+  /// records that as its result. Then, with AfterRestarts::reboot_per_policy and
+  /// per `--reboot`, the pending reboot is recorded in every component's state
+  /// and the reboot asked for, and this blocks until the host goes down (it never
+  /// returns then). A failure is recorded in the states of the components that
+  /// changed or owe restarts, the restarts not done stay owed, and it is thrown:
+  /// AfterSwitchFailure for a failed restart, a reboot refused or timed out and
+  /// mounts not put back; Interrupted for SIGTERM/SIGINT.
+  void after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components,
+                    AfterRestarts after = AfterRestarts::reboot_per_policy);
 
   /// The host's system bus, connected at the first call (hoist::Failure when it cannot be).
   SystemBus& bus();

@@ -44,6 +44,9 @@ struct RollbackIntent {
   /// Why hoist began it by itself (a failed health check), "" for `hoist rollback`: whichever run records it
   /// quarantines `from` for this reason and keeps the result its beginner saved with this intent.
   std::string reason;
+  /// Whether whichever run records it quarantines `from`: false for a switch back before `from` was tried (its
+  /// restart could not even be asked for, its reboot did not come), which says nothing against that version.
+  bool quarantine = true;
 };
 
 /// An upgrade's switch that has begun and is not yet recorded: saved before the switch, so that a run killed

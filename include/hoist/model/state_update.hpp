@@ -66,10 +66,10 @@ enum class Reconciled {
 Reconciled reconcile_with_host(ComponentState& state, const std::string& host_current);
 
 /// Records the end of the rollback `state.rollback` describes: current is its target, previous the version it
-/// left (none for sync: its one backup is used up), the intent cleared, the restarts it made owed added to the
-/// owed ones, the version it left quarantined (for the intent's reason, when it has one) and the checks it owed
-/// dropped. The last result becomes the rollback's, unless the intent has a reason: then the result saved with it
-/// (why hoist switched back) stays.
+/// left (none for sync: its one backup is used up), the intent cleared, the restarts it made owed in place of
+/// those the version it left still owed, the version it left quarantined (for the intent's reason, when it has
+/// one; not when the intent says not to) and the checks it owed dropped. The last result becomes the rollback's, unless
+/// the intent has a reason: then the result saved with it (why hoist switched back) stays.
 void record_rollback(ComponentState& state);
 
 /// The quarantine record of `version`, if a rollback left it.

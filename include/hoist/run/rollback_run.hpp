@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "hoist/host/host_actions.hpp"
 #include "hoist/host/host_steps.hpp"
@@ -27,14 +28,21 @@ struct RollbackOptions {
 /// version does nothing. Records the outcome in the state.
 ExitCode run_rollback(const Context& context, const RollbackOptions& options);
 
+/// Whether a switch back quarantines the version it leaves.
+enum class Quarantine {
+  yes,  ///< the version was tried and failed (a health check, a unit that did not come up)
+  no,   ///< the version was never tried (its restart could not be asked for, its reboot did not come)
+};
+
 /// The switch of run_rollback() for a caller that holds the lock and its HostSteps: switches `state`'s component
 /// from its current version back to `target` (kept, complete, and for sync the previous) with the same intent
-/// record, quarantines the version it leaves (for `why`), makes its restarts owed and saves the state. The last
-/// result stays what the caller set (why it switches back); the intent, saved before the switch, holds it, `why`
-/// and the restarts, so that a run that finds the switch made by a killed run records the same. What a killed run
-/// left is reconciled and cleaned first. Throws like run_rollback(); the caller does the restarts
-/// (HostSteps::after_switch).
-void switch_back(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
-                 const std::string& target, Durability durability, const std::string& why);
+/// record, quarantines the version it leaves (for `why`; not with Quarantine::no), makes `owed_restarts` owed in
+/// place of what that version still owed, and saves the state. The last result stays what the caller set (why it
+/// switches back); the intent, saved before the switch, holds it, `why`, the restarts and the quarantine, so that
+/// a run that finds the switch made by a killed run records the same. What a killed run left is reconciled and
+/// cleaned first. Throws like run_rollback(); the caller does the restarts (HostSteps::after_switch).
+void switch_back(const HostRoot& root, const StateStore& store, ComponentState& state, const std::string& target,
+                 Durability durability, const std::string& why, const std::vector<std::string>& owed_restarts,
+                 Quarantine quarantine);
 
 }  // namespace hoist
