@@ -67,6 +67,45 @@ void finish(const HostRoot& root, const StateStore& store, HostSteps& host, Comp
   host.after_switch(store, {SwitchedComponent{state.component, kind, state.current, true}});
 }
 
+// `rollback --to` the current version: the operator keeps it, so what earlier runs left owed is settled here, and
+// nothing is left that only deleting the state could clear. The owed restarts this rollback names (--restart, a
+// sysext's refresh) are done; the others are dropped, and so are the owed health checks.
+void keep_current(const StateStore& store, HostSteps& host, ComponentState& state, ComponentKind kind) {
+  const auto asked = host.restarts_owed_by(kind);
+  std::string dropped;
+  std::vector<std::string> kept;
+  for (const auto& unit : state.owed_restarts) {
+    if (std::find(asked.begin(), asked.end(), unit) != asked.end()) {
+      kept.push_back(unit);
+    } else {
+      dropped += (dropped.empty() ? "" : ", ") + unit;
+    }
+  }
+  std::string note;
+  if (!dropped.empty()) {
+    note = "dropped the owed restarts of " + dropped;
+  }
+  if (!state.owed_health_checks.empty()) {
+    std::string checks;
+    for (const auto& spec : state.owed_health_checks) {
+      checks += (checks.empty() ? "" : ", ") + spec;
+    }
+    note += (note.empty() ? "" : "; ") + std::string("dropped the owed health checks ") + checks;
+  }
+  if (!note.empty()) {
+    spdlog::warn("{}: keeping {}: {}", state.component, state.current, note);
+  }
+  state.owed_restarts = std::move(kept);
+  state.owed_health_checks.clear();
+  set_last_result(state, k_command, outcome::k_unchanged, state.current, note);
+  store.save(state);
+  if (!state.owed_restarts.empty()) {
+    const LogFields host_phase{{"phase", "host"}};
+    host.after_switch(store, {SwitchedComponent{state.component, kind, state.current, false}},
+                      AfterRestarts::no_reboot);
+  }
+}
+
 }  // namespace
 
 ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
@@ -91,7 +130,9 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   // The run after the reboot a rollback asked for confirms it and stops: a
   // second rollback would go forward again.
   const bool rollback_rebooting = state.pending_reboot && state.last_result && state.last_result->command == k_command;
-  if (host.settle_pending_reboot(store, state, "") == Handshake::completed && rollback_rebooting) {
+  // --to another version than a reboot was pending for drops that reboot's record when the host came back on
+  // another version (the handshake's failure): `rollback --to CURRENT` keeps what the host came back on.
+  if (host.settle_pending_reboot(store, state, options.to) == Handshake::completed && rollback_rebooting) {
     return ExitCode::ok;
   }
   const ComponentKind kind = parse_component_kind(state.kind);
@@ -120,9 +161,8 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
     target = choose_target(state, options);
     target_field.emplace(std::initializer_list<LogField>{{"version", target}});
     if (target == state.current && installer->integrity(target, nullptr) == Integrity::intact) {
-      spdlog::info("{}: already at {}, nothing to do", state.component, target);
-      set_last_result(state, k_command, outcome::k_unchanged, target);
-      store.save(state);
+      spdlog::info("{}: already at {}, nothing to switch", state.component, target);
+      keep_current(store, host, state, kind);
       return ExitCode::ok;
     }
     installer->check_rollback(target, state.current);

@@ -223,13 +223,17 @@ void UpgradeRun::record() {
       if (std::string label = work.installer->selinux_label(); !label.empty()) {
         state.selinux_label = std::move(label);
       }
-      // Owed with the switch, in the same save: a run killed before its restarts leaves them to the next.
-      owe_restarts(state, m_host->restarts_owed_by(work.item.spec.kind));
+      // Owed with the switch, in the same save: a run killed before its restarts leaves them to the next. They
+      // replace what the version switched away from still owed: this run's command says what to restart now.
+      state.owed_restarts = m_host->restarts_owed_by(work.item.spec.kind);
       // Owed with the switch too: a run killed before they pass leaves them to the next (never counted as passed).
       state.owed_health_checks = specs_of(checks_of(work));
       set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());
-    } else if (!work.reboot_settled && state.owed_restarts.empty()) {
-      set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text());
+    } else {
+      const std::string settled = settle_owed(work, state);
+      if (!work.reboot_settled && state.owed_restarts.empty()) {
+        set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text(), settled);
+      }
     }
     state.boot_id = boot_id;
     m_store.save(state);

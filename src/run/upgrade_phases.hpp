@@ -115,6 +115,11 @@ class UpgradeRun {
   void collect_garbage(Work& work, ComponentState& state);
   void tidy_up(Work& work);
   [[nodiscard]] std::vector<HealthCheck> checks_of(const Work& work) const;
+  /// What an earlier run left a component that this run does not switch owing, made what this run's command asks
+  /// for: the owed restarts it does not name dropped (a Plan that no longer restarts a unit can clear a restart
+  /// that cannot succeed), the owed health checks replaced by this run's (none: dropped). Returns what it changed,
+  /// for the last result ("" when nothing); the caller saves.
+  std::string settle_owed(const Work& work, ComponentState& state) const;
   [[nodiscard]] TransferOptions transfer_options(const Work& work, ProgressReporter* progress) const;
 
   const Context& m_context;

@@ -321,13 +321,17 @@ bool UpgradeRun::gate() {
 
 void UpgradeRun::finish_unchanged() {
   for (Work& work : m_works) {
-    if (work.state) {
-      tidy_up(work);
-    }
     // Without a state, hoist never installed it: the host stays exactly as another installer left it.
+    if (!work.state) {
+      continue;
+    }
+    tidy_up(work);
+    const std::string settled = settle_owed(work, *work.state);
     // With restarts still owed, the result stays what it was until after_switch() does them.
-    if (work.state && !work.reboot_settled && work.state->owed_restarts.empty()) {
-      set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text());
+    if (!work.reboot_settled && work.state->owed_restarts.empty()) {
+      set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text(), settled);
+      m_store.save(*work.state);
+    } else if (!settled.empty()) {
       m_store.save(*work.state);
     }
   }
@@ -351,6 +355,39 @@ void UpgradeRun::tidy_up(Work& work) {
   } catch (const std::exception& e) {
     spdlog::warn("{}: could not remove what an interrupted run left: {}", work.name(), e.what());
   }
+}
+
+std::string UpgradeRun::settle_owed(const Work& work, ComponentState& state) const {
+  std::string note;
+  const auto asked = m_host->restarts_owed_by(work.item.spec.kind);
+  std::vector<std::string> kept;
+  std::string dropped;
+  for (const auto& unit : state.owed_restarts) {
+    if (std::find(asked.begin(), asked.end(), unit) != asked.end()) {
+      kept.push_back(unit);
+    } else {
+      dropped += (dropped.empty() ? "" : ", ") + unit;
+    }
+  }
+  if (!dropped.empty()) {
+    note = "dropped the restarts an earlier run owed that this run does not ask for: " + dropped;
+    spdlog::warn("{}: {}", work.name(), note);
+    state.owed_restarts = std::move(kept);
+  }
+  const std::vector<std::string> checks = specs_of(checks_of(work));
+  if (!state.owed_health_checks.empty() && state.owed_health_checks != checks) {
+    std::string owed;
+    for (const auto& spec : state.owed_health_checks) {
+      owed += (owed.empty() ? "" : ", ") + spec;
+    }
+    const std::string change =
+        checks.empty() ? "dropped the health checks an earlier run owed (" + owed + "): this run asks for none"
+                       : "replaced the health checks an earlier run owed (" + owed + ") with this run's";
+    spdlog::warn("{}: {}", work.name(), change);
+    note += (note.empty() ? "" : "; ") + change;
+    state.owed_health_checks = checks;
+  }
+  return note;
 }
 
 void UpgradeRun::host_steps() {

@@ -25,7 +25,11 @@ struct RollbackOptions {
 /// from); sync restores the backup of its last sync, which allows one rollback,
 /// to the previous version only. A version that is not kept, missing on disk or
 /// incomplete is refused with exit 2 naming it. Rolling back to the current
-/// version does nothing. Records the outcome in the state.
+/// version switches nothing: it keeps that version and settles what earlier
+/// runs left owed (the restarts it names with --restart are done, the others
+/// and the owed health checks dropped; with --to, a reboot record of another
+/// version that the host did not come back on is dropped too). Records the
+/// outcome in the state.
 ExitCode run_rollback(const Context& context, const RollbackOptions& options);
 
 /// Whether a switch back quarantines the version it leaves.
