@@ -26,10 +26,10 @@ def test_the_termination_message_says_the_outcome_and_each_component_s_decision(
     # The refusal is the error: said once, not again as the component's line.
     assert message.read_text() == f"hoist upgrade: failed (exit 3): {refusal}\n"
     rollback(host_root, "--component", "app", env=env, check=0)
-    assert message.read_text() == "hoist rollback: succeeded\napp: back to the previous version\n"
+    assert message.read_text() == "hoist rollback: succeeded\napp: back one version\n"
     # A dry run changes nothing, the message included (2.0.0, rolled back from, is quarantined: let it in).
     upgrade(host_root, *tree_args(v2, "2.0.0", "--dry-run", "--allow-quarantined"), env=env, check=0)
-    assert message.read_text() == "hoist rollback: succeeded\napp: back to the previous version\n"
+    assert message.read_text() == "hoist rollback: succeeded\napp: back one version\n"
     # Bad input is an outcome too.
     upgrade(host_root, *tree_args(v2, "2.0.0", "--keep", "0"), env=env, check=2)
     assert message.read_text().startswith("hoist: failed (exit 2): --keep: ")

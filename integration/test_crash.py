@@ -369,7 +369,8 @@ def check_three_properties(kind, host_root, operation, command, where, after_kil
     final = OPERATIONS[operation][1]
     state = state_of(host_root, kind.component)
     # A kill that came after the rollback's last save (a random one can) met a finished rollback: the next
-    # rollback is a second one, which goes forward again (tree, file) or has no backup left (sync).
+    # rollback is a second one, which walks further back (tree, file, sysext: to 0.0.0, never forward to the
+    # quarantined 2.0.0) or has no backup left (sync).
     finished = (operation == "rollback" and state.get("rollback") is None and state["current"] == "1.0.0"
                 and state["last_result"]["command"] == "rollback")
     current = check_after_kill(kind, host_root, where, "2.0.0")
@@ -384,7 +385,7 @@ def check_three_properties(kind, host_root, operation, command, where, after_kil
         assert rolled.returncode == 2 and "has no previous version" in rolled.stderr, f"{where}: {rolled}"
     else:
         assert rolled.returncode == 0, f"{where}: {rolled}"
-    expected = ("1.0.0" if kind.kind == "sync" else "2.0.0") if finished else \
+    expected = ("1.0.0" if kind.kind == "sync" else "0.0.0") if finished else \
         "1.0.0" if operation == "rollback" else one_back(kind, current)
     assert kind.host_version(host_root) == expected, f"{where}: after the rollback: {rolled.stderr[-400:]}"
     assert status_of(host_root, kind.component)["current"] == expected, where
@@ -494,6 +495,43 @@ def test_a_rollback_killed_before_its_state_save_is_finished_by_the_next_rollbac
     state = state_of(host_root, kind.component)
     assert (state["current"], state["previous"]) == ("1.0.0", "" if kind_name == "sync" else "2.0.0")
     assert state["last_result"]["command"] == "rollback" and state["last_result"]["outcome"] == "succeeded"
+
+
+def plan_rollback_argv(host_root, plan_hash):
+    """`hoist rollback` as the Job of the Plan app-rollback at `plan_hash` runs it."""
+    return ["env", "SYSTEM_UPGRADE_PLAN_NAME=app-rollback", f"SYSTEM_UPGRADE_PLAN_LATEST_HASH={plan_hash}",
+            "SYSTEM_UPGRADE_NODE_NAME=n1", HOIST_BIN, "rollback", "--host-root", str(host_root), "--lock-timeout",
+            "5", "--component", "app"]
+
+
+@pytest.mark.parametrize("next_run", ["the same plan", "an upgrade, then the same plan"])
+def test_a_plans_rollback_killed_at_each_save_and_switch_walks_back_exactly_once(host_root, tmp_path, next_run):
+    # The Plan's Job is run again after a kill (SUC's next pod): it ends exactly one version back, whichever
+    # commit point the kill came before, and a third run of that Job does nothing. An upgrade in between (another
+    # Plan) records a rollback the kill left switched and unsaved, with the Plan that began it.
+    kind = Kind("tree", tmp_path, 3)
+    pristine = installed_and_copied(host_root, kind, tmp_path)
+    argv = plan_rollback_argv(host_root, "h1")
+    points = traced_calls(argv, RENAMES, tmp_path)
+    intent_save, recording_save = state_saves(points)[:2]
+    switch = next((name, n) for name, n, line in points if '"current"' in line)
+    for point in (intent_save, switch, recording_save):
+        where = f"killed at {point}, then {next_run}"
+        restore(host_root, pristine)
+        assert kill_command(argv, *point).returncode == -signal.SIGKILL, where
+        if next_run != "the same plan":
+            upgrade(host_root, *kind.args(kind.host_version(host_root)), check=0)
+        rerun = run_recorded(argv, capture_output=True, text=True, timeout=60)
+        assert rerun.returncode == 0, f"{where}: {rerun.stderr[-600:]}"
+        assert kind.host_version(host_root) == "1.0.0", where
+        state = state_of(host_root, "app")
+        assert (state["current"], state["previous"], state["rollback"]) == ("1.0.0", "2.0.0", None), where
+        assert [q["version"] for q in state["quarantined"]] == ["2.0.0"], where
+        assert (state["last_rollback"]["to"], state["last_rollback"]["plan_hash"]) == ("1.0.0", "h1"), where
+        third = run_recorded(argv, capture_output=True, text=True, timeout=60)
+        assert third.returncode == 0 and "already rolled back from 2.0.0 to 1.0.0" in third.stderr, where
+        assert kind.host_version(host_root) == "1.0.0", where
+        assert state_of(host_root, "app")["rollbacks"] == 1, where
 
 
 def test_an_upgrade_rerun_after_a_killed_sync_rollback_does_not_undo_it(host_root, tmp_path):

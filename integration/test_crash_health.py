@@ -133,9 +133,10 @@ def check_after_kill(host, where):
     assert never_passed(state), f"{where}: {state['health']}"
     host.save("after-kill")
 
-    # `rollback` goes exactly one version back: to the previous version `status` names, or it finishes the
-    # switch back that the killed run began (to 1.0.0, one back from 2.0.0).
-    expected = "1.0.0" if state.get("rollback") else status["previous"]
+    # `rollback` goes exactly one version back: it walks back from the version `status` names (2.0.0 to 1.0.0,
+    # 1.0.0 to 0.0.0, never forward to the quarantined 2.0.0), or it finishes the switch back that the killed run
+    # began (to 1.0.0, one back from 2.0.0).
+    expected = "1.0.0" if state.get("rollback") or current == "2.0.0" else "0.0.0"
     rolled = rollback(host.root, "--component", "app")
     assert rolled.returncode == 0, f"{where}: {rolled}"
     assert host.current() == expected, f"{where}: rollback went to {host.current()}: {rolled.stderr[-400:]}"

@@ -72,9 +72,11 @@ def test_upgrade_rollback_and_a_refusal_each_rewrite_the_metrics(host_root, tmp_
                               'hoist_component_info{component="tools",kind="tree",version="2.0.0"} 1'], 1,
                              ['hoist_rollbacks_total{component="app"} 1', 'hoist_rollbacks_total{component="tools"} 0'])
     promtool_check(text)
-    # The counter lives in the component's state, so it survives runs that do not pass the flag.
-    rollback(host_root, "--component", "app", check=0)
-    rollback(host_root, "--component", "app", "--metrics-file", METRICS, check=0)
+    # The counter lives in the component's state, so it survives runs that do not pass the flag. (A rollback walks
+    # back, never forward to the version it left: --to goes there.)
+    rollback(host_root, "--component", "app", "--to", "2.0.0", "--allow-quarantined", check=0)
+    rollback(host_root, "--component", "app", "--to", "1.0.0", "--allow-quarantined", "--metrics-file", METRICS,
+             check=0)
     assert 'hoist_rollbacks_total{component="app"} 3' in read_metrics(host_root)[0]
 
     # A refused downgrade: the run failed, the components stay as they were.

@@ -90,7 +90,7 @@ def test_upgrade_failure_and_rollback_each_post_one_event_on_the_node(host_root,
         "hoist upgrade: succeeded; app: 1.0.0 -> 2.0.0 (upgrade)",
         "hoist upgrade: failed (exit 3): app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade allows "
         "it)",
-        "hoist rollback: succeeded; app: back to the previous version"]
+        "hoist rollback: succeeded; app: back one version"]
     for event in events:
         assert event["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": NODE}
         assert event["reportingController"] == "hoist"

@@ -31,7 +31,10 @@ ComponentState sample() {
   s.boot_id = "0b1c2d3e-0000-4000-8000-000000000000";
   s.pending_reboot = hoist::PendingReboot{"v1.30.1+k3s1", s.boot_id, "2026-11-21T10:00:01Z"};
   s.rollbacks = 2;
-  s.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-21T10:00:02Z", {"k3s.service"}, ""};
+  s.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-21T10:00:02Z", {"k3s.service"}, "", true,
+                                     "k3s-rollback", "4a1f"};
+  s.last_rollback =
+      hoist::RollbackRecord{"v1.30.2+k3s1", "v1.30.1+k3s1", "2026-11-20T10:00:00Z", "k3s-rollback", "39c0"};
   s.switching = hoist::SwitchIntent{"v1.30.2+k3s1", "2026-11-21T10:00:03Z", {"k3s.service"}, {"unit:k3s"}};
   return s;
 }
@@ -48,6 +51,8 @@ TEST_CASE("a saved state loads back field for field", "[state]") {
   CHECK(hoist::to_json_text(*loaded) == hoist::to_json_text(sample()));
   CHECK(loaded->rollbacks == 2);
   CHECK(loaded->rollback->owed_restarts == std::vector<std::string>{"k3s.service"});
+  CHECK((loaded->rollback->plan == "k3s-rollback" && loaded->rollback->plan_hash == "4a1f"));
+  CHECK((loaded->last_rollback->to == "v1.30.1+k3s1" && loaded->last_rollback->plan_hash == "39c0"));
   CHECK(loaded->switching->owed_health_checks == std::vector<std::string>{"unit:k3s"});
   CHECK(store.components() == std::vector<std::string>{"k3s"});
   CHECK((fs::status(dir / "var/lib/hoist/k3s/state.json").permissions() & fs::perms::all) ==
@@ -184,6 +189,7 @@ TEST_CASE("the recorded SELinux label loads back, is written only when there is 
 
 TEST_CASE("a rollback intent keeps its reason; one without a reason writes none", "[state]") {
   auto state = sample();
+  state.last_rollback.reset();
   state.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-25T00:00:00Z", {}, "health check"};
   const std::string text = hoist::to_json_text(state);
   CHECK(text.find("\"reason\": \"health check\"") != std::string::npos);
@@ -193,6 +199,20 @@ TEST_CASE("a rollback intent keeps its reason; one without a reason writes none"
   CHECK(plain.find("\"reason\"") == std::string::npos);
   const auto loaded = hoist::parse_state(plain, "s");
   CHECK((loaded.rollback->from == "v1.30.1+k3s1" && loaded.rollback->reason.empty()));
+  CHECK(plain.find("\"plan\"") == std::string::npos);  // the intent's; last_rollback writes its own
+}
+
+TEST_CASE("a state from before rollbacks were recorded has no last rollback", "[state]") {
+  auto state = sample();
+  state.last_rollback.reset();
+  std::string text = hoist::to_json_text(state);
+  CHECK(text.find("\"last_rollback\": null") != std::string::npos);
+  const std::string key = "  \"last_rollback\": null,\n";
+  REQUIRE(text.find(key) != std::string::npos);
+  text.erase(text.find(key), key.size());
+  CHECK_FALSE(hoist::parse_state(text, "s").last_rollback);
+  state.last_rollback = hoist::RollbackRecord{"2", "1", "2026-11-25T00:00:00Z", "", ""};
+  CHECK(hoist::parse_state(hoist::to_json_text(state), "s").last_rollback->from == "2");
 }
 
 TEST_CASE("a rollback intent that leaves its version out of quarantine says so; one from before quarantines",

@@ -63,6 +63,96 @@ TEST_CASE("keeping N versions removes the oldest but never current or previous",
   CHECK(versions_to_collect(rolled, 2) == std::vector<std::string>{"2", "3"});
 }
 
+namespace {
+
+void quarantine(ComponentState& state, const std::string& version) {
+  state.quarantined.push_back({version, "2026-11-01T00:00:00Z", "rolled back"});
+}
+
+}  // namespace
+
+TEST_CASE("keep counts versions that are not quarantined, and quarantined ones go first", "[state_update]") {
+  // 1.0.0 -> 1.1.0, rolled back (1.1.0 quarantined), then 1.2.0 and 1.3.0: 1.0.0 stays, 1.1.0 goes.
+  auto state = with_versions({"1.0.0", "1.1.0", "1.2.0", "1.3.0"}, "1.3.0", "1.2.0");
+  quarantine(state, "1.1.0");
+  state.last_rollback = hoist::RollbackRecord{"1.1.0", "1.0.0", "2026-11-01T00:00:00Z", "", ""};
+  CHECK(versions_to_collect(state, 3) == std::vector<std::string>{"1.1.0"});
+  CHECK(versions_to_collect(state, 4).empty());
+  // The version the last rollback landed on stays, even past --keep: here with current and previous, three.
+  CHECK(versions_to_collect(state, 1) == std::vector<std::string>{"1.1.0"});
+  state.last_rollback.reset();
+  CHECK(versions_to_collect(state, 1) == std::vector<std::string>{"1.1.0", "1.0.0"});
+  // A quarantined version stays while there is room: the versions not quarantined are what --keep counts.
+  auto roomy = with_versions({"1", "2", "3"}, "3", "2");
+  quarantine(roomy, "1");
+  CHECK(versions_to_collect(roomy, 3).empty());
+  CHECK(versions_to_collect(roomy, 2) == std::vector<std::string>{"1"});
+  // Several quarantined: oldest first, all of them before any other.
+  auto many = with_versions({"1", "2", "3", "4", "5"}, "5", "4");
+  quarantine(many, "3");
+  quarantine(many, "2");
+  CHECK(versions_to_collect(many, 3) == std::vector<std::string>{"2", "3"});
+  CHECK(versions_to_collect(many, 1) == std::vector<std::string>{"2", "3", "1"});
+  // Right after a rollback, previous is the quarantined version left: the link names it, so it stays.
+  auto after = with_versions({"1", "2", "3"}, "2", "3");
+  quarantine(after, "3");
+  CHECK(versions_to_collect(after, 1) == std::vector<std::string>{"1"});
+}
+
+TEST_CASE("a rollback walks back to the newest older version that is not quarantined", "[state_update]") {
+  using hoist::walk_back_target;
+  auto state = with_versions({"1.0.0", "1.1.0", "1.2.0"}, "1.2.0", "1.1.0");
+  state.kind = "tree";
+  state.version_scheme = "semver";
+  CHECK(walk_back_target(state) == "1.1.0");
+  // After that rollback previous is 1.2.0, quarantined: the next one goes further back, never forward.
+  state.current = "1.1.0";
+  state.previous = "1.2.0";
+  quarantine(state, "1.2.0");
+  CHECK(walk_back_target(state) == "1.0.0");
+  state.current = "1.0.0";
+  state.previous = "1.1.0";
+  quarantine(state, "1.1.0");
+  CHECK_THROWS_WITH(walk_back_target(state),
+                    "component 'app' has no kept version older than 1.0.0 that is not quarantined to roll back to "
+                    "(kept: 1.0.0, 1.1.0 (quarantined), 1.2.0 (quarantined)); --to VERSION names one");
+  // Older by the scheme, not by the order of installation; a quarantined one is passed over.
+  auto order = with_versions({"1.10.0", "1.2.0", "1.9.0", "1.3.0", "2.0.0"}, "2.0.0", "1.3.0");
+  order.kind = "tree";
+  order.version_scheme = "semver";
+  CHECK(walk_back_target(order) == "1.10.0");
+  quarantine(order, "1.10.0");
+  CHECK(walk_back_target(order) == "1.9.0");
+  // k3s: the munged and the tag spelling of one release are one version.
+  auto k3s = with_versions({"v1.29.5-k3s1", "v1.30.1+k3s1"}, "v1.30.1-k3s1", "v1.29.5-k3s1");
+  k3s.kind = "file";
+  k3s.version_scheme = "k3s";
+  CHECK(walk_back_target(k3s) == "v1.29.5-k3s1");
+  // What was there before hoist is older than every version.
+  auto adopted = with_versions({"pre-hoist", "1.0.0"}, "1.0.0", "pre-hoist");
+  adopted.kind = "file";
+  adopted.version_scheme = "semver";
+  CHECK(walk_back_target(adopted) == "pre-hoist");
+  adopted.current = "pre-hoist";
+  CHECK_THROWS(walk_back_target(adopted));
+}
+
+TEST_CASE("a sync walks back to its one backup only when it is older and not quarantined", "[state_update]") {
+  using hoist::walk_back_target;
+  auto sync = with_versions({"1.0.0", "2.0.0"}, "2.0.0", "1.0.0");
+  sync.kind = "sync";
+  sync.version_scheme = "semver";
+  CHECK(walk_back_target(sync) == "1.0.0");
+  sync.previous.clear();
+  CHECK_THROWS_WITH(walk_back_target(sync), "component 'app' has no previous version to roll back to");
+  auto downgraded = with_versions({"2.0.0", "1.0.0"}, "1.0.0", "2.0.0");
+  downgraded.kind = "sync";
+  downgraded.version_scheme = "semver";
+  CHECK_THROWS_WITH(walk_back_target(downgraded),
+                    "cannot roll back app: a sync component keeps one backup, of "
+                    "2.0.0, which is not older than 1.0.0 (--to 2.0.0 restores it)");
+}
+
 TEST_CASE("a switch the host shows passes on what its intent owes; one it does not show is dropped", "[state_update]") {
   using hoist::reconcile_with_host;
   using hoist::Reconciled;
@@ -99,11 +189,18 @@ TEST_CASE("a switch the host shows passes on what its intent owes; one it does n
 TEST_CASE("a rollback found switched owes what its intent recorded", "[state_update]") {
   auto state = with_versions({"1.0.0", "1.1.0"}, "1.1.0", "1.0.0");
   state.kind = "tree";
-  state.rollback = hoist::RollbackIntent{"1.1.0", "1.0.0", "2026-11-01T00:00:00Z", {"k3s.service"}, ""};
+  state.rollback =
+      hoist::RollbackIntent{"1.1.0", "1.0.0", "2026-11-01T00:00:00Z", {"k3s.service"}, "", true, "p", "h1"};
   CHECK(hoist::reconcile_with_host(state, "1.0.0") == hoist::Reconciled::rolled_back);
   CHECK(state.current == "1.0.0");
   CHECK(state.owed_restarts == std::vector<std::string>{"k3s.service"});
   CHECK_FALSE(state.rollback);
+  // The Plan that began it is recorded, so that its Job run again finds the rollback done.
+  CHECK((state.last_rollback->from == "1.1.0" && state.last_rollback->to == "1.0.0"));
+  CHECK(hoist::rolled_back_by_plan(state, "p", "h1"));
+  CHECK_FALSE(hoist::rolled_back_by_plan(state, "p", "h2"));
+  CHECK_FALSE(hoist::rolled_back_by_plan(state, "q", "h1"));
+  CHECK_FALSE(hoist::rolled_back_by_plan(state, "", ""));
 }
 
 TEST_CASE("a component installed as another kind or at another destination is refused", "[state_update]") {

@@ -12,14 +12,17 @@ namespace {
 class RollbackCommand final : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("rollback", "switch a component back to its previous (or a kept) version");
+    CLI::App* sub = app.add_subcommand("rollback", "switch a component back to an older kept version (or to --to)");
     sub->add_option("--component", m_options.component, "the component")->required();
-    sub->add_option("--to", m_options.to, "a kept version (default: the previous one)");
+    sub->add_option("--to", m_options.to, "a kept version to switch to (default: walk back one version)");
+    sub->add_flag("--allow-quarantined", m_allow_quarantined, "let --to name a version a rollback left");
     m_host.add_to(*sub);
+    sub->footer(k_footer);
     return sub;
   }
 
   ExitCode run(Context& context) override {
+    m_options.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
     m_options.durability = default_durability();
     m_options.host = m_host.actions(context);
     return run_rollback(context, m_options);
@@ -27,12 +30,25 @@ class RollbackCommand final : public Command {
 
   [[nodiscard]] bool reports_outcome() const override { return true; }
   [[nodiscard]] std::vector<std::string> summary() const override {
-    return {m_options.component +
-            (m_options.to.empty() ? ": back to the previous version" : ": back to " + m_options.to)};
+    return {m_options.component + (m_options.to.empty() ? ": back one version" : ": back to " + m_options.to)};
   }
 
  private:
+  static constexpr const char* k_footer =
+      "Without --to, a rollback walks back: it goes to the newest kept version older than the current one (by the\n"
+      "component's version scheme) that is not quarantined, so a second rollback goes further back, never forward\n"
+      "to the version just left. A sync component keeps one backup: it goes to the version before its last sync.\n"
+      "The version left is quarantined (upgrade refuses it without --allow-quarantined); the version landed on\n"
+      "never is.\n"
+      "In a SUC Plan's Job, a rollback without --to that the same Plan (SYSTEM_UPGRADE_PLAN_NAME and\n"
+      "SYSTEM_UPGRADE_PLAN_LATEST_HASH) already took does nothing and exits 0: a retried or re-run Job never\n"
+      "walks back twice. To walk back again, apply the Plan under another name or change its version.\n"
+      "--to VERSION names the version: running it again does nothing, so it is the form to repeat. A quarantined\n"
+      "VERSION is refused (exit 3) unless --allow-quarantined, which takes it out of the quarantine.\n"
+      "--keep never removes the version the last rollback landed on.";
+
   RollbackOptions m_options;
+  bool m_allow_quarantined = false;
   HostActionOptions m_host;
 };
 

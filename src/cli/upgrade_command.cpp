@@ -88,7 +88,10 @@ class UpgradeCommand final : public Command {
                     "install a version that a rollback left (with --manifest too)");
     m_app->add_flag("--allow-minor-skip", m_allow_minor_skip,
                     "k3s scheme: allow an upgrade that skips a Kubernetes minor version");
-    m_app->add_option("--keep", m_spec.keep, "versions kept on the host (never the current or previous)")
+    m_app
+        ->add_option("--keep", m_spec.keep,
+                     "versions kept on the host that are not quarantined (quarantined ones go first; never the "
+                     "current, the previous or the one the last rollback landed on)")
         ->check(CLI::PositiveNumber)
         ->default_str(std::to_string(k_default_keep));
     m_app->add_flag("--checksum", m_checksum, "compare file contents, not only size, mtime, mode and owner");

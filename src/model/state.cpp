@@ -65,7 +65,22 @@ json optional_object(const std::optional<RollbackIntent>& intent) {
   if (!intent->quarantine) {
     object["quarantine"] = false;  // written only when false: every intent before this field quarantined
   }
+  if (!intent->plan.empty() || !intent->plan_hash.empty()) {
+    object["plan"] = intent->plan;
+    object["plan_hash"] = intent->plan_hash;
+  }
   return object;
+}
+
+json optional_object(const std::optional<RollbackRecord>& record) {
+  if (!record) {
+    return nullptr;
+  }
+  return json{{"from", record->from},
+              {"to", record->to},
+              {"time", record->time},
+              {"plan", record->plan},
+              {"plan_hash", record->plan_hash}};
 }
 
 json optional_object(const std::optional<SwitchIntent>& intent) {
@@ -167,6 +182,7 @@ std::string to_json_text(const ComponentState& state) {
                 {"owed_restarts", state.owed_restarts},
                 {"rollbacks", state.rollbacks},
                 {"rollback", optional_object(state.rollback)},
+                {"last_rollback", optional_object(state.last_rollback)},
                 {"switching", optional_object(state.switching)},
                 {"quarantined", quarantined},
                 {"owed_health_checks", state.owed_health_checks},
@@ -239,9 +255,14 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
   // Written since rollbacks record their intent; a state from before has none.
   if (const auto intent = document.find("rollback"); intent != document.end() && !intent->is_null()) {
     const Reader r(*intent, where + " in 'rollback'");
-    state.rollback = RollbackIntent{r.string("from"), r.string("to"), r.string("started_at"),
+    state.rollback = RollbackIntent{r.string("from"),
+                                    r.string("to"),
+                                    r.string("started_at"),
                                     owed_list(*intent, r, "owed_restarts", "unit names"),
-                                    intent->contains("reason") ? r.string("reason") : std::string()};
+                                    intent->contains("reason") ? r.string("reason") : std::string(),
+                                    true,
+                                    intent->contains("plan") ? r.string("plan") : std::string(),
+                                    intent->contains("plan_hash") ? r.string("plan_hash") : std::string()};
     // Written only when false, since a switch back may leave its version out of quarantine.
     if (const auto quarantine = intent->find("quarantine"); quarantine != intent->end()) {
       if (!quarantine->is_boolean()) {
@@ -249,6 +270,12 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
       }
       state.rollback->quarantine = quarantine->get<bool>();
     }
+  }
+  // Written since the last rollback is recorded; a state from before has none.
+  if (const auto record = document.find("last_rollback"); record != document.end() && !record->is_null()) {
+    const Reader r(*record, where + " in 'last_rollback'");
+    state.last_rollback =
+        RollbackRecord{r.string("from"), r.string("to"), r.string("time"), r.string("plan"), r.string("plan_hash")};
   }
   // Written since upgrades record their switch before it; a state from before has none.
   if (const auto intent = document.find("switching"); intent != document.end() && !intent->is_null()) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "hoist/model/version.hpp"
 #include "hoist/util/error.hpp"
 
 namespace hoist {
@@ -67,25 +68,105 @@ void owe_restarts(ComponentState& state, const std::vector<std::string>& units) 
   }
 }
 
-std::vector<std::string> versions_to_collect(const ComponentState& state, unsigned keep) {
-  std::vector<std::string> collected;
-  size_t kept = state.versions.size();
+namespace {
+
+bool is_quarantined(const ComponentState& state, const std::string& version) {
+  return find_quarantined(state, version) != nullptr;
+}
+
+// "1.0.0, 1.1.0 (quarantined)": the kept versions, for a message.
+std::string kept_list(const ComponentState& state) {
+  std::string kept;
   for (const auto& record : state.versions) {
-    if (kept <= keep) {
-      break;
+    kept +=
+        (kept.empty() ? "" : ", ") + record.version + (is_quarantined(state, record.version) ? " (quarantined)" : "");
+  }
+  return kept.empty() ? "none" : kept;
+}
+
+// Whether `version` is older than `current` by `scheme`. `pre-hoist`, what was there before hoist, is older than
+// every version; a text the scheme does not read (a state edited by hand) is older than nothing.
+bool older(VersionScheme scheme, const std::string& version, const std::string& current) {
+  if (current == k_pre_hoist_version || version == current) {
+    return false;
+  }
+  if (version == k_pre_hoist_version) {
+    return true;
+  }
+  try {
+    return Version::parse(scheme, version) < Version::parse(scheme, current);
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> versions_to_collect(const ComponentState& state, unsigned keep) {
+  auto never_collected = [&](const std::string& version) {
+    return version == state.current || version == state.previous ||
+           (state.last_rollback && version == state.last_rollback->to);
+  };
+  size_t good = 0;
+  for (const auto& record : state.versions) {
+    good += is_quarantined(state, record.version) ? 0 : 1;
+  }
+  size_t total = state.versions.size();
+  std::vector<std::string> collected;
+  // The quarantined first: no rollback goes to one by itself, and none displaces a version that is not.
+  for (const auto& record : state.versions) {
+    if (total > keep && is_quarantined(state, record.version) && !never_collected(record.version)) {
+      collected.push_back(record.version);
+      --total;
     }
-    if (record.version == state.current || record.version == state.previous) {
-      continue;
+  }
+  for (const auto& record : state.versions) {
+    if (good > keep && !is_quarantined(state, record.version) && !never_collected(record.version)) {
+      collected.push_back(record.version);
+      --good;
     }
-    collected.push_back(record.version);
-    --kept;
   }
   return collected;
 }
 
+std::string walk_back_target(const ComponentState& state) {
+  if (state.current.empty() || (state.kind == to_string(ComponentKind::sync) && state.previous.empty())) {
+    throw UsageError("component '" + state.component + "' has no previous version to roll back to");
+  }
+  const VersionScheme scheme = parse_version_scheme(state.version_scheme);
+  if (state.kind == to_string(ComponentKind::sync)) {
+    const std::string why = !older(scheme, state.previous, state.current) ? "which is not older than " + state.current
+                            : is_quarantined(state, state.previous)       ? "which is quarantined"
+                                                                          : "";
+    if (!why.empty()) {
+      throw UsageError("cannot roll back " + state.component + ": a sync component keeps one backup, of " +
+                       state.previous + ", " + why + " (--to " + state.previous + " restores it)");
+    }
+    return state.previous;
+  }
+  const VersionRecord* newest = nullptr;
+  for (const auto& record : state.versions) {
+    if (older(scheme, record.version, state.current) && !is_quarantined(state, record.version) &&
+        (newest == nullptr || older(scheme, newest->version, record.version))) {
+      newest = &record;
+    }
+  }
+  if (newest == nullptr) {
+    throw UsageError("component '" + state.component + "' has no kept version older than " + state.current +
+                     " that is not quarantined to roll back to (kept: " + kept_list(state) +
+                     "); --to VERSION names one");
+  }
+  return newest->version;
+}
+
+bool rolled_back_by_plan(const ComponentState& state, const std::string& plan, const std::string& plan_hash) {
+  return state.last_rollback && !plan.empty() && !plan_hash.empty() && state.last_rollback->plan == plan &&
+         state.last_rollback->plan_hash == plan_hash;
+}
+
 void record_rollback(ComponentState& state) {
   const RollbackIntent intent = state.rollback.value();
-  // The version rolled back to is wanted again (a second rollback goes forward).
+  // The version rolled back to is wanted again: a rollback never lands on a quarantined version.
   std::erase_if(state.quarantined,
                 [&](const QuarantinedVersion& q) { return q.version == intent.from || q.version == intent.to; });
   if (intent.quarantine) {
@@ -99,6 +180,7 @@ void record_rollback(ComponentState& state) {
   state.owed_restarts = intent.owed_restarts;
   // The checks were owed by the version left; the one switched back to owes none.
   state.owed_health_checks.clear();
+  state.last_rollback = RollbackRecord{intent.from, intent.to, now_rfc3339(), intent.plan, intent.plan_hash};
   state.rollback.reset();
   ++state.rollbacks;  // hoist_rollbacks_total: every rollback recorded, also one a killed run began
   if (intent.reason.empty()) {

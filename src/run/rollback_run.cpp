@@ -29,12 +29,13 @@ std::string kept_list(const ComponentState& state) {
   return kept.empty() ? "none" : kept;
 }
 
-// Which version to go back to; throws UsageError when there is none.
+// Which version to go back to: walk_back_target(), or `--to`, which must be kept. Throws UsageError when there is
+// none, Error(refused) for a quarantined `--to` without --allow-quarantined.
 std::string choose_target(const ComponentState& state, const RollbackOptions& options) {
-  const std::string target = options.to.empty() ? state.previous : options.to;
-  if (target.empty()) {
-    throw UsageError("component '" + state.component + "' has no previous version to roll back to");
+  if (options.to.empty()) {
+    return walk_back_target(state);
   }
+  const std::string& target = options.to;
   if (target == state.current) {
     return target;
   }
@@ -48,6 +49,15 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
     throw UsageError("cannot roll back " + state.component + " to " + target +
                      ": a sync component keeps one backup, of the version before " + state.current + " (" +
                      (state.previous.empty() ? std::string("none left") : state.previous) + ")");
+  }
+  // As upgrade's gate: a version a rollback left comes back only when the operator says so.
+  if (const QuarantinedVersion* quarantined = find_quarantined(state, target)) {
+    if (options.allow_quarantined == AllowQuarantined::no) {
+      throw Error(ExitCode::refused, state.component + ": refusing to roll back to " + target +
+                                         ": it is quarantined since " + quarantined->since + " (" +
+                                         quarantined->reason + "); pass --allow-quarantined to go back to it");
+    }
+    spdlog::info("{}: {} leaves the quarantine (--allow-quarantined)", state.component, target);
   }
   return target;
 }
@@ -69,8 +79,10 @@ void finish(const HostRoot& root, const StateStore& store, HostSteps& host, Comp
 
 // `rollback --to` the current version: the operator keeps it, so what earlier runs left owed is settled here, and
 // nothing is left that only deleting the state could clear. The owed restarts this rollback names (--restart, a
-// sysext's refresh) are done; the others are dropped, and so are the owed health checks.
-void keep_current(const StateStore& store, HostSteps& host, ComponentState& state, ComponentKind kind) {
+// sysext's refresh) are done; the others are dropped, and so are the owed health checks. So does a rollback that
+// its Plan already took (`why` says so in the last result): the same Job, run again, names the same restarts.
+void keep_current(const StateStore& store, HostSteps& host, ComponentState& state, ComponentKind kind,
+                  const std::string& why = {}) {
   const auto asked = host.restarts_owed_by(kind);
   std::string dropped;
   std::vector<std::string> kept;
@@ -97,7 +109,8 @@ void keep_current(const StateStore& store, HostSteps& host, ComponentState& stat
   }
   state.owed_restarts = std::move(kept);
   state.owed_health_checks.clear();
-  set_last_result(state, k_command, outcome::k_unchanged, state.current, note);
+  set_last_result(state, k_command, outcome::k_unchanged, state.current,
+                  why.empty() || note.empty() ? why + note : why + "; " + note);
   store.save(state);
   if (!state.owed_restarts.empty()) {
     const LogFields host_phase{{"phase", "host"}};
@@ -112,6 +125,7 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   validate_component_name(options.component);
   const LogFields fields{{"component", options.component}, {"phase", "rollback"}};
   const HostRoot& root = context.root();
+  const SucContext& suc = context.suc;
   const StateStore store(root, context.options.state_dir);
   // SIGTERM/SIGINT stop the run at its safe points (sys/stop_signals.hpp).
   stop_signals::install();
@@ -128,7 +142,7 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
   }
   ComponentState state = std::move(*loaded);
   // The run after the reboot a rollback asked for confirms it and stops: a
-  // second rollback would go forward again.
+  // second rollback would go back again.
   const bool rollback_rebooting = state.pending_reboot && state.last_result && state.last_result->command == k_command;
   // --to another version than a reboot was pending for drops that reboot's record when the host came back on
   // another version (the handshake's failure): `rollback --to CURRENT` keeps what the host came back on.
@@ -158,6 +172,16 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
       finish(root, store, host, state, kind);
       return ExitCode::ok;
     }
+    // Without --to, a rollback is a step back, not a place: the Job of the Plan that took it, run again, must not
+    // take another (nor the toggle back that a rollback to `previous` was).
+    if (options.to.empty() && rolled_back_by_plan(state, suc.plan_name, suc.plan_latest_hash)) {
+      const RollbackRecord& done = *state.last_rollback;
+      const std::string message = "Plan " + suc.plan_name + " (hash " + suc.plan_latest_hash +
+                                  ") already rolled back from " + done.from + " to " + done.to + " at " + done.time;
+      spdlog::info("{}: {}; nothing to do", state.component, message);
+      keep_current(store, host, state, kind, message);
+      return ExitCode::ok;
+    }
     target = choose_target(state, options);
     target_field.emplace(std::initializer_list<LogField>{{"version", target}});
     if (target == state.current && installer->integrity(target, nullptr) == Integrity::intact) {
@@ -166,15 +190,20 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
       return ExitCode::ok;
     }
     installer->check_rollback(target, state.current);
-  } catch (const UsageError& e) {
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::usage && e.code() != ExitCode::refused) {
+      throw;
+    }
     set_last_result(state, k_command, outcome::k_refused, target.empty() ? options.to : target, e.what());
     save_failure_record(store, state);
     throw;
   }
 
   // The intent first: a run killed after the switch below leaves the host on `target` and the state on
-  // `current`, and the next run must know that it was this rollback that moved it, and what it owes.
-  state.rollback = RollbackIntent{state.current, target, now_rfc3339(), host.restarts_owed_by(kind), ""};
+  // `current`, and the next run must know that it was this rollback that moved it, and what it owes (and which
+  // Plan took it, so that its Job run again does nothing).
+  state.rollback = RollbackIntent{state.current, target,        now_rfc3339(),       host.restarts_owed_by(kind), "",
+                                  true,          suc.plan_name, suc.plan_latest_hash};
   store.save(state);
   try {
     installer->rollback(target, state.current);

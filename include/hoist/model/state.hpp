@@ -47,6 +47,21 @@ struct RollbackIntent {
   /// Whether whichever run records it quarantines `from`: false for a switch back before `from` was tried (its
   /// restart could not even be asked for, its reboot did not come), which says nothing against that version.
   bool quarantine = true;
+  /// The SUC Plan whose Job began it (SYSTEM_UPGRADE_PLAN_NAME and _LATEST_HASH), "" outside a Plan and for a
+  /// switch back: whichever run records the rollback records them in ComponentState::last_rollback.
+  std::string plan;
+  std::string plan_hash;
+};
+
+/// The last rollback recorded for a component (`hoist rollback`, or a switch back after failed health checks).
+struct RollbackRecord {
+  std::string from;
+  std::string to;    ///< the version it landed on: `--keep` never removes it
+  std::string time;  ///< RFC 3339, UTC: when it was recorded
+  /// The Plan whose Job began it, as in RollbackIntent: a rollback without `--to` that the same Plan (the same
+  /// name and hash) runs again does nothing, so a retried Job never walks back twice.
+  std::string plan;
+  std::string plan_hash;
 };
 
 /// An upgrade's switch that has begun and is not yet recorded: saved before the switch, so that a run killed
@@ -94,6 +109,7 @@ struct ComponentState {
   /// counted reads 0; a hoist that does not know the field drops it, which Prometheus reads as a counter reset.
   std::uint64_t rollbacks = 0;
   std::optional<RollbackIntent> rollback;       ///< a rollback begun by a run that did not record its end
+  std::optional<RollbackRecord> last_rollback;  ///< the last rollback recorded; none in a state from before
   std::optional<SwitchIntent> switching;        ///< an upgrade's switch begun by a run that did not record it
   std::vector<QuarantinedVersion> quarantined;  ///< oldest first
   /// The health checks still to pass for the current version (their specs, as given): recorded with the switch,

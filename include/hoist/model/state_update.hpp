@@ -39,9 +39,23 @@ void set_last_result(ComponentState& state, const std::string& command, const st
 /// nothing was current. The switch intent, recorded now, is cleared.
 void record_switch(ComponentState& state, const std::string& version, const std::optional<std::string>& adopted);
 
-/// The versions that `--keep keep` removes, oldest first: the oldest beyond
-/// `keep`, never the current or the previous one.
+/// The versions that `--keep keep` removes. `keep` counts the kept versions that are not quarantined: the oldest
+/// of them beyond `keep` go; a quarantined version stays only while the kept versions, quarantined ones included,
+/// are no more than `keep`, and goes before any other (oldest first). Never the current version, the previous one,
+/// or the one the last rollback landed on: with those, more than `keep` versions can stay. Quarantined ones first,
+/// then the others, each oldest first (the order of `versions`).
 std::vector<std::string> versions_to_collect(const ComponentState& state, unsigned keep);
+
+/// The version a rollback without `--to` goes to: the newest kept version older than the current one by the
+/// component's version scheme (`pre-hoist` is older than every version) that is not quarantined. A sync keeps one
+/// backup, of its previous version: that one, when it is older and not quarantined. Throws UsageError saying why
+/// there is none.
+std::string walk_back_target(const ComponentState& state);
+
+/// Whether the last rollback recorded was begun by the Job of this Plan: the same SYSTEM_UPGRADE_PLAN_NAME and
+/// SYSTEM_UPGRADE_PLAN_LATEST_HASH, neither empty. A Job that runs again (a retried pod, a re-run after a reboot)
+/// then finds its rollback done.
+bool rolled_back_by_plan(const ComponentState& state, const std::string& plan, const std::string& plan_hash);
 
 /// Removes `version` from the kept versions.
 void forget_version(ComponentState& state, const std::string& version);
@@ -68,8 +82,9 @@ Reconciled reconcile_with_host(ComponentState& state, const std::string& host_cu
 /// Records the end of the rollback `state.rollback` describes: current is its target, previous the version it
 /// left (none for sync: its one backup is used up), the intent cleared, the restarts it made owed in place of
 /// those the version it left still owed, the version it left quarantined (for the intent's reason, when it has
-/// one; not when the intent says not to) and the checks it owed dropped. The last result becomes the rollback's, unless
-/// the intent has a reason: then the result saved with it (why hoist switched back) stays.
+/// one; not when the intent says not to), the version it landed on out of the quarantine, the checks it owed
+/// dropped, and `last_rollback` set from the intent. The last result becomes the rollback's, unless the intent has
+/// a reason: then the result saved with it (why hoist switched back) stays.
 void record_rollback(ComponentState& state);
 
 /// The quarantine record of `version`, if a rollback left it.
