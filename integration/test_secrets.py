@@ -3,6 +3,7 @@ kubeconfig token (`prepare`, on success, on 401 and on broken kubeconfigs), and 
 Plan secret and a secret env var (`upgrade` of a payload that is the Plan's
 secret, verbose, dry run, failing; `status`). Every stdout and stderr is checked."""
 
+import hashlib
 import json
 import os
 
@@ -10,7 +11,7 @@ import pytest
 
 pytest.register_assert_rewrite("prepare_harness")
 
-from conftest import run_hoist
+from conftest import HOIST_BIN, run_hoist, run_recorded
 from fake_apiserver import Cluster, FakeApiServer, write_kubeconfig
 from known_secrets import ENV_SECRET, KUBECONFIG_TOKEN, PLAN_SECRET, SA_TOKEN, SA_TOKEN_ROTATED
 from payloads import make_tree
@@ -157,3 +158,116 @@ def test_upgrade_of_a_plan_secret_prints_no_secret(host_root, tmp_path):
         assert_no_secret(result.stdout, result.stderr)
     assert (host_root / "etc/rancher/k3s/registries.d/registries.yaml").read_text().endswith(f"{PLAN_SECRET}\n")
     assert os.path.exists(host_root / "var/lib/hoist/registries/state.json")
+
+
+# --- what is read from a file under the secrets directory is never quoted ------------------------------------------
+
+def secret_volume(directory, files):
+    """`files` laid out as the kubelet writes a Secret volume: a timestamped directory, `..data` linking to it, and
+    one link a key."""
+    data = directory / "..2026_11_27_10_00_00.000000001"
+    data.mkdir(parents=True)
+    for name, text in files.items():
+        (data / name).write_text(text)
+        os.symlink(f"..data/{name}", directory / name)
+    os.symlink(data.name, directory / "..data")
+    return directory
+
+
+def run_with_plan_secret(volume, *args):
+    """hoist with `volume` mounted where SUC mounts a Plan's secret `hoist` (/run/system-upgrade/secrets/hoist,
+    through a bind mount in a private mount namespace)."""
+    script = ('mount -t tmpfs tmpfs /run && mkdir -p /run/system-upgrade/secrets/hoist && '
+              'mount --bind "$0" /run/system-upgrade/secrets/hoist && exec "$@"')
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(volume), HOIST_BIN, *map(str, args)]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    return run_recorded(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+def assert_no_part_of_the_secret(text):
+    # Not only the whole value: any 10 bytes of it in a row, as a refusal that quotes a part or an escaped form
+    # would show.
+    for i in range(len(PLAN_SECRET) - 9):
+        assert PLAN_SECRET[i:i + 10] not in text, f"{PLAN_SECRET[i:i + 10]!r} of the secret leaked:\n{text}"
+
+
+def component(**fields):
+    return {"name": "app", "kind": "tree", "source": "/payload", "destination": "/opt/app", "version": "1.0.0",
+            **fields}
+
+
+def secret_manifests(value):
+    """The field at fault → a manifest whose text holds `value` there."""
+    return {
+        "$.components[0].kind": {"schema": 1, "components": [component(kind=value)]},
+        "$.components[0].version": {"schema": 1, "components": [component(version=value + "+x.y")]},
+        "$.components[0].version_scheme": {"schema": 1, "components": [component(version_scheme=value)]},
+        "$.components[0].installed_version_from": {"schema": 1,
+                                                   "components": [component(installed_version_from=value)]},
+        "$.components[0].name": {"schema": 1, "components": [component(name=value + "/x")]},
+        "$.components[1].name": {"schema": 1, "components": [component(name=value), component(name=value)]},
+        "$.components[0]": {"schema": 1, "components": [component(destination="relative/" + value)]},
+        "$": {"schema": 1, value: 1, "components": [component()]},
+        "$.health_checks[0]": {"schema": 1, "health_checks": [value], "components": [component()]},
+    }
+
+
+# What the same manifests hold outside a secret, where a refusal quotes it (the log audit must not see the secret).
+VISIBLE = "visible-value-7f3a91"
+
+
+@pytest.mark.skipif(not can_fake_service_account(), reason="needs root and unshare -m to mount a tmpfs on /run")
+@pytest.mark.parametrize("field", list(secret_manifests(PLAN_SECRET)))
+def test_a_manifest_from_a_plan_secret_is_refused_naming_the_field_never_its_text(host_root, tmp_path, field):
+    # `invalid kind 'plan-secret-…': expected tree, file, sysext or sync` printed the secret's text.
+    volume = secret_volume(tmp_path / "secret", {"manifest.json": json.dumps(secret_manifests(PLAN_SECRET)[field])})
+    result = run_with_plan_secret(volume, "upgrade", "--host-root", host_root, "--lock-timeout", "5", "--manifest",
+                                  "/run/system-upgrade/secrets/hoist/manifest.json")
+    assert result.returncode == 2, result
+    assert ("invalid manifest '/run/system-upgrade/secrets/hoist/manifest.json': " + field + ": ") in result.stderr
+    assert "(the value is not shown: '/run/system-upgrade/secrets/hoist/manifest.json' may hold a secret)" in \
+        result.stderr or "is listed twice (first at $.components[0].name)" in result.stderr, result.stderr
+    assert_no_part_of_the_secret(result.stdout + result.stderr)
+    # The same file anywhere else is quoted as before: the message says what is wrong with the value.
+    plain = tmp_path / "manifest.json"
+    plain.write_text(json.dumps(secret_manifests(VISIBLE)[field]))
+    shown = run_hoist("upgrade", "--host-root", host_root, "--lock-timeout", "5", "--manifest", plain, check=2)
+    assert VISIBLE in shown.stderr
+
+
+@pytest.mark.skipif(not can_fake_service_account(), reason="needs root and unshare -m to mount a tmpfs on /run")
+def test_a_manifest_in_a_secret_at_a_path_of_the_plans_choosing_is_not_quoted_either(host_root, tmp_path):
+    # A Plan may mount a secret anywhere: the kubelet's `..data` link says what it is.
+    text = json.dumps(secret_manifests(PLAN_SECRET)["$.components[0].kind"])
+    volume = secret_volume(tmp_path / "etc-hoist", {"manifest.json": text})
+    result = run_hoist("upgrade", "--host-root", host_root, "--lock-timeout", "5", "--manifest",
+                       volume / "manifest.json", check=2)
+    assert "$.components[0].kind: not a valid value (the value is not shown: " in result.stderr
+    assert_no_part_of_the_secret(result.stderr)
+
+
+@pytest.mark.skipif(not can_fake_service_account(), reason="needs root and unshare -m to mount a tmpfs on /run")
+def test_sha256sums_from_a_plan_secret_are_checked_without_quoting_a_name_or_digest_of_theirs(host_root, tmp_path):
+    payload = make_tree(tmp_path / "payload", {"etc/conf": "conf\n"}, 1)
+    good = hashlib.sha256(b"conf\n").hexdigest()
+    listed = "5ec7e7" + "0" * 58  # a digest of the secret file's: not the payload's
+    cases = {
+        # the SHA256SUMS text: what the refusal says instead of quoting it
+        f"{good}  ../{PLAN_SECRET}\n": "line 1: file name has a '..' component",
+        f"{good}  {PLAN_SECRET}\n{good}  {PLAN_SECRET}\n": "line 2: duplicate file name (first on line 1)",
+        f"{good}  etc/conf\n{good}  {PLAN_SECRET}\n":
+            "an entry of SHA256SUMS '/run/system-upgrade/secrets/hoist/SHA256SUMS' is not in the payload (the value "
+            "is not shown",
+        f"{listed}  etc/conf\n": f"checksum mismatch for 'etc/conf': not what SHA256SUMS "
+                                 f"'/run/system-upgrade/secrets/hoist/SHA256SUMS' lists (the value is not shown",
+    }
+    for i, (text, said) in enumerate(cases.items()):
+        volume = secret_volume(tmp_path / f"sums{i}", {"SHA256SUMS": text})
+        result = run_with_plan_secret(volume, "upgrade", "--host-root", host_root, "--lock-timeout", "5",
+                                      "--component", "app", "--kind", "tree", "--source", payload, "--destination",
+                                      "/opt/app", "--version", "1.0.0", "--sha256sums",
+                                      "/run/system-upgrade/secrets/hoist/SHA256SUMS")
+        assert result.returncode == 5, result
+        assert said in result.stderr, result.stderr
+        assert_no_part_of_the_secret(result.stderr)
+        assert listed not in result.stderr

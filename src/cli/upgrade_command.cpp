@@ -142,12 +142,12 @@ class UpgradeCommand final : public Command {
       const Manifest manifest = load_manifest(m_manifest);
       for (size_t j = 0; j < manifest.health_checks.size(); ++j) {
         m_health.checks.push_back(
-            manifest_check(manifest.health_checks[j], "$.health_checks[" + std::to_string(j) + "]"));
+            manifest_check(manifest, manifest.health_checks[j], "$.health_checks[" + std::to_string(j) + "]"));
       }
       for (size_t i = 0; i < manifest.components.size(); ++i) {
         const ComponentSpec& spec = manifest.components[i];
         for (size_t j = 0; j < spec.health_checks.size(); ++j) {
-          (void)manifest_check(spec.health_checks[j],
+          (void)manifest_check(manifest, spec.health_checks[j],
                                "$.components[" + std::to_string(i) + "].health_checks[" + std::to_string(j) + "]");
         }
         if (spec.installed_version_from.node && m_node_needed_by.empty()) {
@@ -236,11 +236,14 @@ class UpgradeCommand final : public Command {
   static bool is_node_ready(const HealthCheck& check) { return check.kind == HealthCheck::Kind::node_ready; }
 
   // A manifest's check, parsed; an error names the manifest and the check's place in it.
-  [[nodiscard]] HealthCheck manifest_check(const std::string& text, const std::string& where) const {
+  [[nodiscard]] HealthCheck manifest_check(const Manifest& manifest, const std::string& text,
+                                           const std::string& where) const {
     try {
       return parse_health_check(text);
     } catch (const UsageError& e) {
-      throw UsageError("invalid manifest '" + m_manifest + "': " + where + ": " + e.what());
+      throw UsageError("invalid manifest '" + m_manifest + "': " + where + ": " +
+                       (manifest.quoting == InputQuoting::none ? "not a valid value " + value_not_shown(m_manifest)
+                                                               : std::string(e.what())));
     }
   }
 

@@ -22,17 +22,24 @@ constexpr size_t k_max_manifest_bytes = 1U << 20U;
 // Typed, strict access to one JSON object at a key path.
 class ObjectReader {
  public:
-  ObjectReader(const json& object, std::string path, const std::string& file, std::set<std::string> known)
-      : m_object(object), m_path(std::move(path)), m_file(file) {
+  ObjectReader(const json& object, std::string path, const std::string& file, InputQuoting quoting,
+               std::set<std::string> known)
+      : m_object(object), m_path(std::move(path)), m_file(file), m_quoting(quoting) {
     if (!m_object.is_object()) {
       fail(m_path, "expected an object");
     }
     for (const auto& [key, value] : m_object.items()) {
       if (!known.contains(key)) {
+        // A key is text of the file as much as a value is.
+        if (m_quoting == InputQuoting::none) {
+          fail(m_path, "an unknown key " + value_not_shown(m_file));
+        }
         fail(m_path + "." + escaped(key), "unknown key");
       }
     }
   }
+
+  [[nodiscard]] InputQuoting quoting() const { return m_quoting; }
 
   [[nodiscard]] bool has(const char* key) const { return m_object.contains(key); }
 
@@ -114,6 +121,11 @@ class ObjectReader {
     throw UsageError("invalid manifest '" + m_file + "': " + path + ": " + why);
   }
 
+  /// fail() with what a parser of the value at `path` said, which quotes the value: only where it may.
+  [[noreturn]] void refuse_value(const std::string& path, const UsageError& e) const {
+    fail(path, m_quoting == InputQuoting::none ? "not a valid value " + value_not_shown(m_file) : e.what());
+  }
+
  private:
   [[nodiscard]] const json* find(const char* key, bool required) const {
     const auto it = m_object.find(key);
@@ -129,6 +141,7 @@ class ObjectReader {
   const json& m_object;
   std::string m_path;
   const std::string& m_file;
+  InputQuoting m_quoting;
 };
 
 // Runs `parse` on a value and reports its UsageError at `path`.
@@ -137,7 +150,7 @@ auto parse_at(const ObjectReader& reader, const std::string& path, F&& parse) {
   try {
     return parse();
   } catch (const UsageError& e) {
-    reader.fail(path, e.what());
+    reader.refuse_value(path, e);
   }
 }
 
@@ -151,7 +164,7 @@ std::filesystem::path container_path(const std::filesystem::path& base, const st
 
 }  // namespace
 
-Manifest parse_manifest(std::string_view text, const std::filesystem::path& path) {
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path, InputQuoting quoting) {
   const std::string file = path.string();
   auto parsed = parse_strict_json(text);
   if (!parsed) {
@@ -159,7 +172,8 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   }
   const json document = std::move(*parsed);
 
-  const ObjectReader top(document, "$", file, {"schema", "version", "version_scheme", "components", "health_checks"});
+  const ObjectReader top(document, "$", file, quoting,
+                         {"schema", "version", "version_scheme", "components", "health_checks"});
   const auto schema = document.find("schema");
   if (schema == document.end()) {
     top.fail("$.schema", "missing");
@@ -169,6 +183,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   }
 
   Manifest manifest;
+  manifest.quoting = quoting;
   if (top.has("version_scheme")) {
     const std::string name = top.string("version_scheme", true);
     manifest.version_scheme = parse_at(top, "$.version_scheme", [&] { return parse_version_scheme(name); });
@@ -188,7 +203,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   std::map<std::string, std::string> first_seen;
   for (size_t i = 0; i < components.size(); ++i) {
     const std::string where = "$.components[" + std::to_string(i) + "]";
-    const ObjectReader entry(components[i], where, file,
+    const ObjectReader entry(components[i], where, file, quoting,
                              {"name", "kind", "source", "destination", "version", "version_scheme", "allow_downgrade",
                               "keep", "checksum", "sha256sums", "signature", "public_key", "remount",
                               "installed_version_from", "allow_minor_skip", "health_checks"});
@@ -199,7 +214,8 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       return 0;
     });
     if (const auto [it, inserted] = first_seen.emplace(spec.name, entry.at("name")); !inserted) {
-      entry.fail(entry.at("name"), "component '" + spec.name + "' is listed twice (first at " + it->second + ")");
+      entry.fail(entry.at("name"), (quoting == InputQuoting::none ? "the component" : "component '" + spec.name + "'") +
+                                       " is listed twice (first at " + it->second + ")");
     }
     const std::string kind = entry.string("kind", true);
     spec.kind = parse_at(entry, entry.at("kind"), [&] { return parse_component_kind(kind); });
@@ -242,7 +258,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
 }
 
 Manifest load_manifest(const std::filesystem::path& path) {
-  return parse_manifest(read_input_file(path, k_max_manifest_bytes, "--manifest"), path);
+  return parse_manifest(read_input_file(path, k_max_manifest_bytes, "--manifest"), path, quoting_for(path));
 }
 
 }  // namespace hoist

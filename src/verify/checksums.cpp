@@ -37,8 +37,9 @@ std::string to_lower_hex(std::string_view hex) {
   return lower;
 }
 
-/// Why `name` is not a payload-relative path, or empty when it is one.
-std::string name_problem(std::string_view name) {
+/// Why `name` is not a payload-relative path, or empty when it is one; the name quoted only where `quoting` says.
+std::string name_problem(std::string_view name, InputQuoting quoting) {
+  const std::string quoted = quoting == InputQuoting::values ? in_quotes(name) + " " : "";
   if (name.find('\0') != std::string_view::npos) {
     return "file name contains a NUL byte";
   }
@@ -48,22 +49,22 @@ std::string name_problem(std::string_view name) {
     }
   }
   if (name.front() == '/') {
-    return "file name " + in_quotes(name) + " is not relative";
+    return "file name " + quoted + "is not relative";
   }
   std::size_t start = 0;
   for (;;) {
     const std::size_t slash = name.find('/', start);
     const std::string_view component = name.substr(start, slash == std::string_view::npos ? slash : slash - start);
     if (component.empty()) {
-      return "file name " + in_quotes(name) + " has an empty component";
+      return "file name " + quoted + "has an empty component";
     }
     // Payload entries are compared as strings, so './bin/k3s' would never match 'bin/k3s':
     // refusing it here gives the user the reason instead of a confusing "not listed".
     if (component == ".") {
-      return "file name " + in_quotes(name) + " has a '.' component";
+      return "file name " + quoted + "has a '.' component";
     }
     if (component == "..") {
-      return "file name " + in_quotes(name) + " has a '..' component";
+      return "file name " + quoted + "has a '..' component";
     }
     if (slash == std::string_view::npos) {
       return {};
@@ -76,9 +77,10 @@ std::string name_problem(std::string_view name) {
 
 // ---- Sha256Sums ----
 
-Sha256Sums Sha256Sums::parse(std::string_view text, std::string_view source_name) {
+Sha256Sums Sha256Sums::parse(std::string_view text, std::string_view source_name, InputQuoting quoting) {
   Sha256Sums sums;
   sums.m_source = source_name;
+  sums.m_quoting = quoting;
   std::map<std::string, std::size_t, std::less<>> first_line;
   std::size_t line_number = 0;
   std::size_t pos = 0;
@@ -125,12 +127,13 @@ Sha256Sums Sha256Sums::parse(std::string_view text, std::string_view source_name
     if (name.empty()) {
       throw_invalid(source_name, line_number, "missing file name");
     }
-    if (const std::string problem = name_problem(name); !problem.empty()) {
+    if (const std::string problem = name_problem(name, quoting); !problem.empty()) {
       throw_invalid(source_name, line_number, problem);
     }
     if (const auto it = first_line.find(name); it != first_line.end()) {
       throw_invalid(source_name, line_number,
-                    "duplicate file name " + in_quotes(name) + " (first on line " + std::to_string(it->second) + ")");
+                    "duplicate file name " + (quoting == InputQuoting::values ? in_quotes(name) + " " : "") +
+                        "(first on line " + std::to_string(it->second) + ")");
     }
     first_line.emplace(name, line_number);
     sums.m_entries.emplace(name, to_lower_hex(line.substr(0, k_hex_length)));
@@ -143,7 +146,7 @@ Sha256Sums Sha256Sums::parse(std::string_view text, std::string_view source_name
 }
 
 Sha256Sums Sha256Sums::load(const std::filesystem::path& path) {
-  return parse(read_input_file(path, k_max_sums_size), path.string());
+  return parse(read_input_file(path, k_max_sums_size), path.string(), quoting_for(path));
 }
 
 std::optional<std::string> Sha256Sums::expected_for(std::string_view name) const {
@@ -162,11 +165,15 @@ namespace {
   throw Error(ExitCode::verification, in_quotes(name) + " is not listed in SHA256SUMS " + in_quotes(sums.source()));
 }
 
-void compare(std::string_view name, const std::string& expected, std::string_view actual_hex) {
+void compare(const Sha256Sums& sums, std::string_view name, const std::string& expected, std::string_view actual_hex) {
   const std::string actual = to_lower_hex(actual_hex);
   if (actual != expected) {
-    throw Error(ExitCode::verification,
-                "checksum mismatch for " + in_quotes(name) + ": expected " + expected + ", got " + actual);
+    // The payload's own digest may be shown; the listed one is text of the sums file.
+    const std::string listed =
+        sums.quoting() == InputQuoting::values
+            ? "expected " + expected
+            : "not what SHA256SUMS " + in_quotes(sums.source()) + " lists " + value_not_shown(sums.source());
+    throw Error(ExitCode::verification, "checksum mismatch for " + in_quotes(name) + ": " + listed + ", got " + actual);
   }
 }
 
@@ -184,7 +191,7 @@ void verify_digest(const Sha256Sums& sums, std::string_view name, std::string_vi
   if (!expected) {
     throw_not_listed(sums, name);
   }
-  compare(name, *expected, actual_hex);
+  compare(sums, name, *expected, actual_hex);
 }
 
 bool Sha256Verifier::expect(std::string_view name) const {
@@ -196,7 +203,7 @@ void Sha256Verifier::check(std::string_view name, std::string_view actual_hex) {
   if (!expected) {
     throw_not_listed(m_sums, name);
   }
-  compare(name, *expected, actual_hex);
+  compare(m_sums, name, *expected, actual_hex);
   m_seen.emplace(name);
 }
 
@@ -212,7 +219,10 @@ void Sha256Verifier::finish() const {
     }
   }
   if (first_missing != nullptr) {
-    std::string message = in_quotes(*first_missing) + " is listed in SHA256SUMS but not in the payload";
+    std::string message = m_sums.quoting() == InputQuoting::values
+                              ? in_quotes(*first_missing) + " is listed in SHA256SUMS but not in the payload"
+                              : "an entry of SHA256SUMS " + in_quotes(m_sums.source()) + " is not in the payload " +
+                                    value_not_shown(m_sums.source());
     if (missing > 1) {
       message += " (and " + std::to_string(missing - 1) + " more)";
     }

@@ -49,7 +49,7 @@ Sha256Sums load_verified(const std::filesystem::path& sums, const std::filesyste
                          const std::filesystem::path& public_key) {
   const std::string data = read_input_file(sums, k_max_sums_size);
   verify_signature_of(data, sums.string(), signature, public_key);
-  return Sha256Sums::parse(data, sums.string());
+  return Sha256Sums::parse(data, sums.string(), quoting_for(sums));
 }
 
 }  // namespace hoist

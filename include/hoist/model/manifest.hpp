@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hoist/model/component.hpp"
+#include "hoist/model/input_file.hpp"
 
 namespace hoist {
 
@@ -36,16 +37,22 @@ struct Manifest {
   std::vector<ComponentSpec> components;
   /// `health_checks`: the checks of every component (`--health-check`), as written; the run parses them.
   std::vector<std::string> health_checks;
+  /// Whether the run's messages about it (its health checks, parsed later) may quote what it holds.
+  InputQuoting quoting = InputQuoting::values;
 };
 
 /// Parses manifest text. Every error throws UsageError that names the file and
 /// the key path (`$.components[1].kind`): malformed JSON, an unknown key, a
 /// duplicate key, a wrong type, a missing required key, a bad value, a
 /// component name listed twice.
-Manifest parse_manifest(std::string_view text, const std::filesystem::path& path);
+/// With InputQuoting::none (a manifest that may hold a secret) no message quotes a value, an unknown key or a
+/// component name from the text: each says where, and that the value is not shown.
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,
+                        InputQuoting quoting = InputQuoting::values);
 
 /// Reads and parses the manifest at `path` (a path in the container). An
 /// unreadable file throws UsageError naming it.
+/// Messages quote what quoting_for(`path`) allows.
 Manifest load_manifest(const std::filesystem::path& path);
 
 }  // namespace hoist

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <utility>
 
+#include "hoist/model/input_file.hpp"
+
 namespace hoist {
 
 /// The most of a SHA256SUMS file that is read.
@@ -30,10 +32,12 @@ inline constexpr std::size_t k_max_sums_size = 16U << 20U;
 /// `invalid SHA256SUMS '/payload/SHA256SUMS' line 3: expected 64 hex digits`.
 class Sha256Sums {
  public:
-  /// Parses `text`; `source_name` is the file named in errors.
-  static Sha256Sums parse(std::string_view text, std::string_view source_name);
-  /// Reads and parses the file at `path` (at most 16 MiB). An unreadable file throws
-  /// UsageError naming `path`.
+  /// Parses `text`; `source_name` is the file named in errors. With InputQuoting::none (a file that may hold a
+  /// secret) no message, of parse() or of the checks against these sums, quotes a name or digest from it.
+  static Sha256Sums parse(std::string_view text, std::string_view source_name,
+                          InputQuoting quoting = InputQuoting::values);
+  /// Reads and parses the file at `path` (at most 16 MiB), quoting what quoting_for(`path`) allows. An unreadable
+  /// file throws UsageError naming `path`.
   static Sha256Sums load(const std::filesystem::path& path);
 
   /// Name → lowercase hex digest, for every entry.
@@ -42,9 +46,12 @@ class Sha256Sums {
   [[nodiscard]] std::optional<std::string> expected_for(std::string_view name) const;
   /// The file name given to parse() or load(), for messages.
   [[nodiscard]] const std::string& source() const noexcept { return m_source; }
+  /// Whether messages may quote the names and digests it lists.
+  [[nodiscard]] InputQuoting quoting() const noexcept { return m_quoting; }
 
  private:
   std::string m_source;
+  InputQuoting m_quoting = InputQuoting::values;
   std::map<std::string, std::string> m_entries;
 };
 
