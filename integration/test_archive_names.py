@@ -7,9 +7,12 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import tarfile
+import unicodedata
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -217,4 +220,132 @@ def test_a_refused_name_in_invalid_utf8_is_escaped_and_the_log_stays_utf8(instal
             result.stderr if log_format == "text" else "".join(
                 json.loads(line)["msg"] for line in result.stderr.splitlines())), result
         assert_no_raw_control(result.stderr)
+    assert manifest_without(installed, *MAY_CHANGE) == before
+
+
+# --- every format libarchive reads, made by the archivers of Debian, through the static binary ------------------
+
+SEVEN_Z = shutil.which("7z")
+GNU_CPIO = shutil.which("cpio")
+GENISOIMAGE = shutil.which("genisoimage")
+XORRISO = shutil.which("xorriso")
+GCAB = shutil.which("gcab")
+INFO_ZIP = shutil.which("zip")
+GNU_TAR = shutil.which("tar")
+UTF8_ENV = {"LC_ALL": "C.UTF-8", "PATH": os.environ["PATH"]}
+# A decomposed (NFD) name: e and U+0301. Where the format stores bytes, they are installed as they are.
+NFD = "nfd-cafe\u0301/x.txt"
+
+
+def names_tree(path, names=NAMES):
+    """A directory with a file per name, whose content is the name's bytes."""
+    for name in names:
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_bytes(name.encode())
+    for directory, dirs, files in os.walk(path):
+        for entry in dirs + files:
+            os.utime(os.path.join(directory, entry), (MTIME, MTIME))
+    return path
+
+
+def tops(names):
+    return sorted({name.split("/")[0] for name in names})
+
+
+def archivers():
+    """format id → (the tool it needs, how to make the archive of a names_tree: (tree, out) → argv, cwd)."""
+    def bsdtar(fmt):
+        return BSDTAR, lambda tree, out: ([BSDTAR, "-cf", out, "--format", fmt, *tops(NAMES_ALL)], tree)
+
+    return {
+        "7z-bsdtar": bsdtar("7zip"),
+        "7z-p7zip": (SEVEN_Z, lambda tree, out: ([SEVEN_Z, "a", "-bd", "-bso0", out, *tops(NAMES_ALL)], tree)),
+        "zip-p7zip": (SEVEN_Z, lambda tree, out: ([SEVEN_Z, "a", "-bd", "-bso0", "-tzip", out, *tops(NAMES_ALL)],
+                                                  tree)),
+        "zip-info-zip": (INFO_ZIP, lambda tree, out: ([INFO_ZIP, "-qr", out, *tops(NAMES_ALL)], tree)),
+        "ustar-bsdtar": bsdtar("ustar"),
+        "gnutar-bsdtar": bsdtar("gnutar"),
+        "pax-bsdtar": bsdtar("pax"),
+        "gnu-tar": (GNU_TAR, lambda tree, out: ([GNU_TAR, "--format=gnu", "-cf", out, *tops(NAMES_ALL)], tree)),
+        "posix-tar": (GNU_TAR, lambda tree, out: ([GNU_TAR, "--format=posix", "-cf", out, *tops(NAMES_ALL)], tree)),
+        "newc-bsdtar": bsdtar("newc"),
+        "odc-bsdtar": bsdtar("odc"),
+        "cpio": (GNU_CPIO, lambda tree, out: (["sh", "-c", f"find {' '.join(tops(NAMES_ALL))} | "
+                                                     f"{GNU_CPIO} -o -H newc --quiet > {out}"], tree)),
+        "iso9660-bsdtar": bsdtar("iso9660"),
+        "iso-joliet-genisoimage": (GENISOIMAGE, lambda tree, out: ([GENISOIMAGE, "-quiet", "-J", "-joliet-long",
+                                                                     "-o", out, "."], tree)),
+        "iso-rockridge-joliet-xorriso": (XORRISO, lambda tree, out: ([XORRISO, "-outdev", out, "-joliet", "on",
+                                                                       "-map", ".", "/"], tree)),
+        # CAB holds files only, each name with its directories, in UTF-8 with the format's UTF-8 attribute.
+        "cab-gcab": (GCAB, lambda tree, out: ([GCAB, "-c", out, *NAMES_ALL], tree)),
+    }
+
+
+# A 7-Zip and a Joliet-only ISO hold UTF-16 names, a CAB UTF-8 ones it converts: libarchive decodes them and
+# composes a decomposed one (NFC); the formats that store bytes keep the NFD name as it is (docs/payloads.md,
+# "Entry names").
+NAMES_ALL = NAMES + [NFD]
+COMPOSED = {"7z-bsdtar", "7z-p7zip", "iso-joliet-genisoimage", "cab-gcab"}
+
+
+@pytest.mark.parametrize("archiver", list(archivers()))
+def test_utf8_names_are_installed_as_the_archives_bytes_in_every_format(installed, tmp_path,
+                                                                       archiver):  # noqa: F811
+    # A 7-Zip (and a Joliet ISO's) UTF-16 names could not be converted in the static binary's C locale, and came
+    # out as '': `refusing archive entry '' ... its name is empty`.
+    tool, make = archivers()[archiver]
+    if tool is None:
+        pytest.skip(f"the archiver of {archiver} is not installed (scripts/apt-packages lists it)")
+    tree = names_tree(tmp_path / "tree", NAMES_ALL)
+    archive = tmp_path / f"names.{archiver}"
+    argv, cwd = make(tree, archive)
+    subprocess.run(list(map(str, argv)), cwd=cwd, check=True, env=UTF8_ENV, capture_output=True)
+    result = upgrade(installed, *tree_args(archive), check=0)
+    root = installed / "opt/app/2.0.0"
+    nfd = unicodedata.normalize("NFC", NFD) if archiver in COMPOSED else NFD
+    expected = NAMES + [nfd]
+    assert installed_names(root) == expected_names(expected), (archiver, result.stderr[-600:])
+    for name, stored in zip(expected, NAMES_ALL):
+        assert (root / name).read_bytes() == stored.encode(), (archiver, name)
+
+
+def test_an_ar_archive_names_its_utf8_entry_as_its_bytes(installed, tmp_path):  # noqa: F811
+    # ar members have no file type that libarchive gives (GNU ar writes a mode without one): refused, whatever the
+    # name; the refusal names the member by its bytes.
+    tree = names_tree(tmp_path / "tree", ["naïve.txt"])
+    subprocess.run(["ar", "rc", tmp_path / "names.a", "naïve.txt"], cwd=tree, check=True, env=UTF8_ENV)
+    result = upgrade(installed, *tree_args(tmp_path / "names.a"))
+    assert result.returncode == 5, result
+    assert "refusing archive entry 'naïve.txt' in '" in result.stderr, result.stderr
+
+
+def seven_zip_with_lone_surrogate(path):
+    """A 7-Zip archive (bsdtar's, its header stored, not compressed) whose one entry's UTF-16 name holds a high
+    surrogate that no low one follows: a name that is no text, which 7-Zip itself never writes."""
+    tree = names_tree(path.parent / "lone", ["QQQQ.txt"])
+    subprocess.run([BSDTAR, "-cf", path, "--format", "7zip", "--options", "7zip:compression=store", "QQQQ.txt"],
+                   cwd=tree, check=True, env=UTF8_ENV)
+    data = bytearray(path.read_bytes())
+    at = data.find("QQQQ".encode("utf-16-le"))
+    assert at > 0 and data.find("QQQQ".encode("utf-16-le"), at + 1) < 0
+    data[at:at + 2] = b"\x00\xd8"  # U+D800
+    # The start header: signature (6), version (2), its CRC (4), then the next header's offset, size, CRC.
+    offset, size = struct.unpack_from("<QQ", data, 12)
+    header = bytes(data[32 + offset:32 + offset + size])
+    struct.pack_into("<I", data, 28, zlib.crc32(header))
+    struct.pack_into("<I", data, 8, zlib.crc32(bytes(data[12:32])))
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.skipif(BSDTAR is None, reason="bsdtar is not installed")
+def test_a_7z_name_that_is_not_utf16_text_is_refused_naming_the_archive_and_entry(installed, tmp_path):  # noqa: F811
+    archive = seven_zip_with_lone_surrogate(tmp_path / "lone.7z")
+    before = manifest_without(installed, *MAY_CHANGE)
+    result = upgrade(installed, *tree_args(archive))
+    assert result.returncode == 5, result
+    assert (f"failed to read archive '{archive}': the name of its entry 1 (the first) cannot be decoded as UTF-8 "
+            "(Pathname cannot be converted from UTF-16LE to current locale.)") in result.stderr, result.stderr
+    assert "refusing archive entry ''" not in result.stderr
     assert manifest_without(installed, *MAY_CHANGE) == before

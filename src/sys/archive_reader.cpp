@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "archive_charset.hpp"
 #include "hoist/sys/compressed_stream.hpp"
 #include "hoist/sys/posix_acl.hpp"
 #include "hoist/sys/zip_names.hpp"
@@ -119,6 +120,43 @@ bool entry_has_xattr(archive_entry* entry, std::string_view name) {
   return false;
 }
 
+// Whether libarchive gives the names of `format` only by converting them to the locale's charset, with no way to
+// their bytes: UTF-16 names (7-Zip; ISO 9660's Joliet, where Rock Ridge names are bytes; RAR 4's Unicode names;
+// LHA's Unicode extension) and CAB's UTF-8 ones. These are read with ArchiveNamesAsUtf8. A tar's names (pax:
+// UTF-8, which libarchive keeps as bytes when it cannot convert them), a zip's (zip_local_names()) and a RAR 5's
+// (UTF-8, archive_entry_pathname_utf8()) are taken as their bytes instead: the conversion would compose them.
+bool names_need_utf8_locale(int format) {
+  switch (format & ARCHIVE_FORMAT_BASE_MASK) {
+    case ARCHIVE_FORMAT_7ZIP:
+    case ARCHIVE_FORMAT_ISO9660:
+    case ARCHIVE_FORMAT_CAB:
+    case ARCHIVE_FORMAT_LHA: return true;
+    case ARCHIVE_FORMAT_RAR: return format == ARCHIVE_FORMAT_RAR;  // RAR 4; ARCHIVE_FORMAT_RAR_V5 shares the base
+    default: return false;
+  }
+}
+
+// The format of the archive on `fd` as libarchive sees it after a first header, read on a handle of its own, or
+// 0. `fd` is left at offset 0.
+int probe_format(int fd) {
+  struct archive* probe = archive_read_new();
+  if (probe == nullptr) {
+    return 0;
+  }
+  enable_formats(probe);
+  int format = 0;
+  archive_entry* entry = nullptr;
+  if (archive_read_open_fd(probe, fd, k_block_size) == ARCHIVE_OK) {
+    const int rc = archive_read_next_header(probe, &entry);
+    if (rc == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+      format = archive_format(probe);
+    }
+  }
+  archive_read_free(probe);
+  ::lseek(fd, 0, SEEK_SET);
+  return format;
+}
+
 }  // namespace
 
 Expected<ArchiveReader> ArchiveReader::open(const std::filesystem::path& path) {
@@ -140,6 +178,13 @@ Expected<ArchiveReader> ArchiveReader::open(Fd fd, std::string display) {
   }
   ArchiveReader reader(handle, std::move(fd), static_cast<uint64_t>(st.st_size), display);
   enable_formats(handle);
+  // libarchive picks the charset to decode names to once a handle, at its first name: the format decides it, and
+  // the format is known only once a first header is read, on another handle.
+  reader.m_names_as_utf8 = names_need_utf8_locale(probe_format(reader.m_fd.get()));
+  std::optional<ArchiveNamesAsUtf8> as_utf8;
+  if (reader.m_names_as_utf8) {
+    as_utf8.emplace();
+  }
   // The fd variant keeps seeking (zip reads its central directory at the end).
   if (archive_read_open_fd(handle, reader.m_fd.get(), k_block_size) != ARCHIVE_OK) {
     return reader.error("read archive " + in_quotes(display));
@@ -151,6 +196,8 @@ ArchiveReader::ArchiveReader(ArchiveReader&& other) noexcept
     : m_archive(std::exchange(other.m_archive, nullptr)),
       m_entry(std::exchange(other.m_entry, nullptr)),
       m_entries(other.m_entries),
+      m_names_as_utf8(other.m_names_as_utf8),
+      m_last_name(std::move(other.m_last_name)),
       m_zip_names(std::move(other.m_zip_names)),
       m_fd(std::move(other.m_fd)),
       m_file_size(other.m_file_size),
@@ -164,6 +211,8 @@ ArchiveReader& ArchiveReader::operator=(ArchiveReader&& other) noexcept {
     m_archive = std::exchange(other.m_archive, nullptr);
     m_entry = std::exchange(other.m_entry, nullptr);
     m_entries = other.m_entries;
+    m_names_as_utf8 = other.m_names_as_utf8;
+    m_last_name = std::move(other.m_last_name);
     m_zip_names = std::move(other.m_zip_names);
     m_fd = std::move(other.m_fd);
     m_file_size = other.m_file_size;
@@ -187,7 +236,22 @@ SysError ArchiveReader::error(std::string_view what) const {
 
 Expected<archive_entry*> ArchiveReader::next() {
   archive_entry* entry = nullptr;
-  const int rc = archive_read_next_header(m_archive, &entry);
+  int rc = 0;
+  {
+    std::optional<ArchiveNamesAsUtf8> as_utf8;
+    if (m_names_as_utf8) {
+      as_utf8.emplace();
+    }
+    rc = archive_read_next_header(m_archive, &entry);
+    if (rc == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+      // Some names are converted when first asked for: asked here, where the charset is right, and kept.
+      (void)archive_entry_pathname(entry);
+      (void)archive_entry_hardlink(entry);
+      (void)archive_entry_symlink(entry);
+      (void)archive_entry_uname(entry);
+      (void)archive_entry_gname(entry);
+    }
+  }
   if (rc == ARCHIVE_EOF) {
     return static_cast<archive_entry*>(nullptr);
   }
@@ -203,6 +267,22 @@ Expected<archive_entry*> ArchiveReader::next() {
       return restored.error();
     }
   }
+  if (archive_entry_pathname(entry) == nullptr) {
+    // A name kept as UTF-8 that the C locale cannot hold (RAR 5): its bytes.
+    if (const char* utf8 = archive_entry_pathname_utf8(entry); utf8 != nullptr) {
+      archive_entry_copy_pathname(entry, utf8);
+    }
+  }
+  if (archive_entry_pathname(entry) == nullptr) {
+    // Never a name made up, nor "": the entry has none hoist could write.
+    const char* why = rc == ARCHIVE_WARN ? archive_error_string(m_archive) : nullptr;
+    return SysError{
+        "failed to read archive " + in_quotes(m_display) + ": the name of its entry " + std::to_string(m_entries) +
+            (m_last_name.empty() ? std::string(" (the first)") : " (after " + in_quotes(m_last_name) + ")") +
+            " cannot be decoded as UTF-8" + (why != nullptr ? std::string(" (") + why + ")" : ""),
+        EILSEQ};
+  }
+  m_last_name = archive_entry_pathname(entry);
   return entry;
 }
 

@@ -98,7 +98,7 @@ class ArchiveStager {
   }
 
   void read_entries() {
-    while (archive_entry* entry = m_reader.next().value()) {
+    while (archive_entry* entry = next_entry()) {
       if (m_pool.cancelled()) {
         return;
       }
@@ -106,6 +106,15 @@ class ArchiveStager {
       m_counters.poll();
     }
     m_write_behind.flush();
+  }
+
+  // The next entry, nullptr after the last; an entry whose name cannot be decoded is the payload's fault (exit 5).
+  archive_entry* next_entry() {
+    auto entry = m_reader.next();
+    if (!entry && entry.error().errnum == EILSEQ) {
+      throw Error(ExitCode::verification, entry.error().message);
+    }
+    return entry.value();
   }
 
   void stage_entry(archive_entry* entry) {

@@ -64,7 +64,8 @@ Payload Payload::open(const std::filesystem::path& source) {
   if (!reader) {
     return file_payload(std::move(payload));
   }
-  if (reader->next()) {
+  // A first entry whose name cannot be decoded was still read: an archive, which the stager refuses.
+  if (auto first = reader->next(); first || first.error().errnum == EILSEQ) {
     payload.m_type = PayloadType::archive;
     return payload;
   }

@@ -39,8 +39,11 @@ class ArchiveReader {
   ~ArchiveReader();
 
   /// The next entry's header, or nullptr after the last entry. The entry is
-  /// valid until the next call. A zip entry's name is its bytes as stored,
-  /// with or without the UTF-8 flag (zip_local_names()).
+  /// valid until the next call. Names are the archive's bytes, or its UTF-16
+  /// decoded to UTF-8 (ArchiveNamesAsUtf8): a zip entry's name is its bytes as
+  /// stored, with or without the UTF-8 flag (zip_local_names()). A name that
+  /// cannot be decoded (a 7-Zip name with a lone surrogate) is an error naming
+  /// the archive and the entry (its number, and the name before it), EILSEQ.
   Expected<archive_entry*> next();
 
   /// Decodes the whole file once to check its compression's own integrity
@@ -76,6 +79,8 @@ class ArchiveReader {
   struct archive* m_archive = nullptr;
   archive_entry* m_entry = nullptr;                     ///< the entry next() returned last
   size_t m_entries = 0;                                 ///< how many entries next() returned
+  bool m_names_as_utf8 = false;                         ///< read under ArchiveNamesAsUtf8 (names_need_utf8_locale)
+  std::string m_last_name;                              ///< the name of the entry next() returned last
   std::optional<std::vector<std::string>> m_zip_names;  ///< zip_local_names(), read when first needed
   Fd m_fd;
   uint64_t m_file_size = 0;
