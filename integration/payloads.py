@@ -138,3 +138,49 @@ def make_keys(directory, names, algorithm="ed25519"):
         openssl("genpkey", *generate, "-out", f"{name}.key", cwd=directory)
         openssl("pkey", "-in", f"{name}.key", "-pubout", "-out", f"{name}.pem", cwd=directory)
     return directory
+
+
+def read_content_index(path):
+    """hoist's content index file (src/transfer/content_index.cpp), read independently of hoist: relative path (bytes)
+    -> (SHA-256, inode, size, mtime ns, ctime ns). Checks its trailing SHA-256."""
+    data = Path(path).read_bytes()
+    body, trailer = data[:-32], data[-32:]
+    assert hashlib.sha256(body).digest() == trailer, f"{path}: the trailing SHA-256 does not match"
+    magic = b"hoist-content-index 1\n"
+    assert body.startswith(magic), path
+    at = len(magic)
+
+    def varint():
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            byte = body[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    def signed():
+        raw = varint()
+        return (raw >> 1) ^ -(raw & 1)
+
+    def string():
+        nonlocal at
+        size = varint()
+        at += size
+        return body[at - size:at]
+
+    entries = {}
+    for _ in range(varint()):
+        directory = string()
+        for _ in range(varint()):
+            name = string()
+            digest = body[at:at + 32]
+            at += 32
+            ino, size = varint(), signed()
+            mtime = signed() * 10**9 + varint()
+            ctime = signed() * 10**9 + varint()
+            entries[directory + b"/" + name if directory else name] = (digest, ino, size, mtime, ctime)
+    assert at == len(body), path
+    return entries

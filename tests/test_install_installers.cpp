@@ -1,8 +1,10 @@
 // The installers on scratch host roots: staging, the switch, leftovers of
 // killed runs, undo, rollback checks and garbage collection.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -96,12 +98,25 @@ TEST_CASE("leftovers of a killed run are removed and a complete staging is reuse
   CHECK_FALSE(fs::exists(s.host / "opt/app/.hoist-tmp.1.0.0.gc"));
   CHECK(link_of(s.host / "opt/app/current") == "1.0.0");
 
-  // Killed after the rename, before the switch: the complete version is reused.
-  write_text(s.host / "opt/app/1.1.0/a", "earlier run");
+  // Killed after the rename, before the switch: the complete version is reused when it holds the payload.
   auto v2 = Payload::open(s.payload("v2", {{"a", "two"}}));
-  const auto stats = installer->stage(v2, "1.1.0", {});
-  CHECK(stats.files_added == 0);
-  CHECK(read_text(s.host / "opt/app/1.1.0/a") == "earlier run");
+  auto first = hoist::make_tree_installer(
+      s.root, InstallTarget{"app", ComponentKind::tree, "/opt/app", "/var/lib/hoist"}, Durability::syncfs);
+  first->stage(v2, "1.1.0", {});
+  struct stat before {};
+  REQUIRE(::stat((s.host / "opt/app/1.1.0/a").c_str(), &before) == 0);
+  const auto reused = installer->stage(v2, "1.1.0", {});
+  CHECK(reused.files_added + reused.files_changed == 0);
+  struct stat after {};
+  REQUIRE(::stat((s.host / "opt/app/1.1.0/a").c_str(), &after) == 0);
+  CHECK(after.st_ino == before.st_ino);
+
+  // One with other bytes (an image re-tagged, or a payload that changed since) is staged again.
+  write_text(s.host / "opt/app/1.1.0/a", "owt");
+  ::utimensat(AT_FDCWD, (s.host / "opt/app/1.1.0/a").c_str(), std::array{before.st_atim, before.st_mtim}.data(), 0);
+  const auto restaged = installer->stage(v2, "1.1.0", {});
+  CHECK(restaged.files_changed == 1);  // against 1.0.0, the version it is staged beside
+  CHECK(read_text(s.host / "opt/app/1.1.0/a") == "two");
 }
 
 TEST_CASE("rollback refuses a missing or incomplete version, naming it", "[installer]") {

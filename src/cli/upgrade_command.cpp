@@ -94,7 +94,9 @@ class UpgradeCommand final : public Command {
                      "current, the previous or the one the last rollback landed on)")
         ->check(CLI::PositiveNumber)
         ->default_str(std::to_string(k_default_keep));
-    m_app->add_flag("--checksum", m_checksum, "compare file contents, not only size, mtime, mode and owner");
+    m_app->add_flag("--checksum", m_checksum,
+                    "read both sides of every comparison in full, trusting neither the content index nor SHA256SUMS "
+                    "(content decides either way; this is only slower)");
     m_app->add_option("--sha256sums", m_spec.sha256sums, "verify the payload against this SHA256SUMS file");
     m_app->add_option("--signature", m_spec.signature, "a detached signature over the SHA256SUMS file");
     m_app->add_option("--public-key", m_trust.public_key,
@@ -181,7 +183,7 @@ class UpgradeCommand final : public Command {
           m_node_needed_by = "--installed-version-from node";
         }
       }
-      m_spec.compare = m_checksum ? Compare::checksum : Compare::quick;
+      m_spec.compare = m_checksum ? Compare::checksum : Compare::content;
       apply_trust_policy(m_spec, m_trust, "");
       items.push_back(resolve_item(m_spec, version_sources(m_spec, m_version, env_version)));
     }

@@ -39,7 +39,7 @@ class FileInstaller final : public LinkedVersionInstaller {
     adopt_foreign_file(versions);
     // Also a copy that a killed run made: its state never learned of it.
     m_adopted = has_version(versions, std::string(k_pre_hoist_version));
-    if (staged_before(versions, version, "holds no " + in_quotes(m_link_name))) {
+    if (staged_before(versions, version, "holds no " + in_quotes(m_link_name), payload, options)) {
       return {};
     }
     TransferStats stats;
@@ -86,6 +86,11 @@ class FileInstaller final : public LinkedVersionInstaller {
 
   [[nodiscard]] std::string version_in_link(const std::string& target) const override {
     return name_between(target, join_host_path(m_versions_path, ""), "/" + m_link_name);
+  }
+
+  [[nodiscard]] bool holds_payload(const HostDir& versions, const std::string& version, const Payload& payload,
+                                   const TransferOptions& /*options*/) const override {
+    return preview_payload_file(payload, &versions, version + "/" + m_link_name).files_unchanged == 1;
   }
 
   [[nodiscard]] bool has_version(const HostDir& versions, const std::string& version) const override {

@@ -156,7 +156,8 @@ void LinkedVersionInstaller::remove_version(const std::string& version) {
 }
 
 bool LinkedVersionInstaller::staged_before(const HostDir& versions, const std::string& version,
-                                           const std::string& incomplete) const {
+                                           const std::string& incomplete, const Payload& payload,
+                                           const TransferOptions& options) const {
   const std::string entry = entry_name(version);
   if (!versions.stat(entry)) {
     return false;
@@ -164,6 +165,12 @@ bool LinkedVersionInstaller::staged_before(const HostDir& versions, const std::s
   if (!has_version(versions, version)) {
     throw Failure("cannot install version " + version + ": " + in_quotes(versions.display(entry)) + " exists but " +
                   incomplete);
+  }
+  if (!holds_payload(versions, version, payload, options)) {
+    spdlog::info("{}: {} that an earlier run staged differs from the payload: staging it again", m_target.component,
+                 versions.display(entry));
+    versions.remove_entry(entry).value();
+    return false;
   }
   spdlog::info("{}: reusing the complete {} that an earlier run staged", m_target.component, versions.display(entry));
   return true;

@@ -46,10 +46,16 @@ class LinkedVersionInstaller : public Installer {
   /// symlink before the switch ("": remove the link); may refuse the switch.
   [[nodiscard]] virtual std::string link_before_first_switch(const HostDir& parent) const = 0;
 
-  /// Whether an earlier run left `version` complete, which stage() then reuses.
-  /// Throws when its entry exists but is not complete; `incomplete` says how
-  /// ("is not a regular file").
-  bool staged_before(const HostDir& versions, const std::string& version, const std::string& incomplete) const;
+  /// Whether `versions` holds `version` with exactly the payload's content.
+  [[nodiscard]] virtual bool holds_payload(const HostDir& versions, const std::string& version, const Payload& payload,
+                                           const TransferOptions& options) const = 0;
+
+  /// Whether an earlier run left `version` complete and with the payload's content
+  /// (holds_payload()), which stage() then reuses; a complete one that differs (an
+  /// image re-tagged with other bytes) is removed, to be staged again. Throws when
+  /// its entry exists but is not complete; `incomplete` says how ("is not a regular file").
+  bool staged_before(const HostDir& versions, const std::string& version, const std::string& incomplete,
+                     const Payload& payload, const TransferOptions& options) const;
 
   /// Makes `entry` among `versions`: `make` writes `partial` completely and
   /// durably, then it is renamed to `entry` and the rename made durable. On an

@@ -7,6 +7,8 @@
 //   <parent>/.<name>.hoist-sync/undo.<v>@<u>   the backup that undoes the completed sync from <u> to <v>
 //   <parent>/.<name>.hoist-sync/repair.<v>     the backup of a re-sync of <v> over drift (discarded)
 //   <parent>/.<name>.hoist-sync/restoring.<v>  a rollback from <v> in progress
+//   <state>/<component>/.index/<v>              the destination's content index as the sync to <v> left it
+//                                               (content_indexes.hpp), written before the sync's commit point
 //
 // The names are the commit points: a sync is complete once `pending.<v>` is
 // renamed to `undo.<v>@<u>`, a rollback once `restoring.<v>` is gone. The next run
@@ -21,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "content_indexes.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/sys/atomic_file.hpp"
@@ -66,7 +69,7 @@ bool has_changes(const TransferStats& stats) {
 class SyncInstaller final : public Installer {
  public:
   SyncInstaller(const HostRoot& root, InstallTarget target, Durability durability)
-      : m_root(root), m_target(std::move(target)), m_durability(durability) {
+      : m_root(root), m_target(std::move(target)), m_durability(durability), m_indexes(m_root, m_target) {
     const std::filesystem::path dest(m_target.destination);
     m_backups_path = (dest.parent_path() / ("." + dest.filename().string() + ".hoist-sync")).string();
   }
@@ -79,9 +82,10 @@ class SyncInstaller final : public Installer {
     if (payload == nullptr) {
       return Integrity::intact;
     }
-    (void)version;
+    const std::optional<ContentIndex> known = m_indexes.load(version);
     TransferOptions dry;
     dry.dry_run = DryRun::yes;
+    dry.known = known ? &*known : nullptr;
     return has_changes(sync_tree(*payload, dest->fd(), -1, dry)) ? Integrity::damaged : Integrity::intact;
   }
 
@@ -111,6 +115,13 @@ class SyncInstaller final : public Installer {
   }
 
   bool clean_leftovers(ComponentState* state) override {
+    if (state != nullptr) {
+      // The destination is the current version, or (a sync from it that a killed run completed) one newer: the
+      // index of any other version describes nothing on the host any more.
+      m_indexes.clean([&](const std::string& v) {
+        return v == state->current || v == state->previous || (state->switching && v == state->switching->to);
+      });
+    }
     auto backups = HostDir::open(m_root, m_backups_path);
     if (!backups) {
       return false;
@@ -172,8 +183,16 @@ class SyncInstaller final : public Installer {
     HostDir backup = backups.make_child(name).value();
     TransferStats stats;
     try {
-      stats = sync_tree(payload, dest.fd(), backup.fd(), options);
+      const std::optional<ContentIndex> known = m_indexes.load(installed);
+      ContentIndex produced;
+      TransferOptions sync_options = options;
+      sync_options.known = known ? &*known : nullptr;
+      sync_options.produced = &produced;
+      stats = sync_tree(payload, dest.fd(), backup.fd(), sync_options);
       make_durable(dest, backups);
+      // Before the commit point: a committed sync always has its index. Killed before the rename, the sync is
+      // undone by the next run and this index describes nothing, so that run's clean_leftovers() removes it.
+      m_indexes.save(version, produced, &m_made);
     } catch (...) {
       try {
         restore(backups, name);
@@ -202,13 +221,16 @@ class SyncInstaller final : public Installer {
     if (m_committed.empty()) {
       return;
     }
-    // One rollback: only the backup of the last sync is kept.
+    // One rollback: only the backup of the last sync is kept, and the indexes of its two versions.
     HostDir backups = HostDir::open(m_root, m_backups_path).value();
     const std::vector<std::string> names = backups.list().value();
     for (const auto& name : names) {
       if (name.starts_with(k_undo) && name != m_committed) {
         backups.remove_entry(name).value();
       }
+    }
+    if (const auto undo = parse_undo(m_committed)) {
+      m_indexes.clean([&](const std::string& v) { return v == undo->first || v == undo->second; });
     }
   }
 
@@ -226,8 +248,7 @@ class SyncInstaller final : public Installer {
     HostDir::remove_made(m_root, m_made).value();
   }
 
-  TransferStats preview(const Payload& payload, const std::string& /*installed*/,
-                        const TransferOptions& options) override {
+  TransferStats preview(const Payload& payload, const std::string& installed, const TransferOptions& options) override {
     TransferOptions dry = options;
     dry.dry_run = DryRun::yes;
     auto dest = HostDir::open(m_root, m_target.destination);
@@ -236,6 +257,8 @@ class SyncInstaller final : public Installer {
       const HostDir root = HostDir::open(m_root, "/").value();
       return stage_tree(payload, root.fd(), -1, dry);
     }
+    const std::optional<ContentIndex> known = m_indexes.load(installed);
+    dry.known = known ? &*known : nullptr;
     return sync_tree(payload, dest->fd(), -1, dry);
   }
 
@@ -305,6 +328,7 @@ class SyncInstaller final : public Installer {
   const HostRoot& m_root;
   InstallTarget m_target;
   Durability m_durability;
+  ContentIndexes m_indexes;
   std::string m_backups_path;
   std::string m_committed;          ///< the undo.<v>@<u> backup of this object's commit
   std::vector<std::string> m_made;  ///< the directories commit() made (host paths), for discard_staged()

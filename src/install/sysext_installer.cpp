@@ -41,7 +41,8 @@ class SysextInstaller final : public LinkedVersionInstaller {
   TransferStats stage(const Payload& payload, const std::string& version, const TransferOptions& options) override {
     check_payload_type(payload);
     HostDir versions = HostDir::create(m_root, m_versions_path, 0755, &m_made).value();
-    if (staged_before(versions, version, m_directory ? "is not a directory" : "is not a regular file")) {
+    if (staged_before(versions, version, m_directory ? "is not a directory" : "is not a regular file", payload,
+                      options)) {
       return {};
     }
     TransferStats stats;
@@ -88,6 +89,25 @@ class SysextInstaller final : public LinkedVersionInstaller {
   [[nodiscard]] std::string version_in_link(const std::string& target) const override {
     const std::string suffix = m_directory ? "" : ".raw";
     return name_between(target, join_host_path(m_versions_path, m_image_name + "-"), suffix);
+  }
+
+  [[nodiscard]] bool holds_payload(const HostDir& versions, const std::string& version, const Payload& payload,
+                                   const TransferOptions& options) const override {
+    if (!m_directory) {
+      return preview_payload_file(payload, &versions, entry_name(version)).files_unchanged == 1;
+    }
+    const Fd staged(
+        ::openat(versions.fd(), entry_name(version).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!staged) {
+      throw Failure(system_message("open " + in_quotes(versions.display(entry_name(version))), errno));
+    }
+    TransferOptions dry = options;
+    dry.dry_run = DryRun::yes;
+    dry.produced = nullptr;
+    dry.check_staged = nullptr;
+    dry.on_progress = nullptr;
+    const TransferStats stats = stage_tree(payload, versions.fd(), staged.get(), dry);
+    return stats.files_added + stats.files_changed + stats.files_removed == 0;
   }
 
   [[nodiscard]] bool has_version(const HostDir& versions, const std::string& version) const override {

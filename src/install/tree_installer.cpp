@@ -6,6 +6,7 @@
 //   <dest>/.v1.30.2.partial/   a staging in progress; a leftover when no run holds the lock
 //   <dest>/current -> v1.30.1  relative, so that it reads the same from the host and from /host
 //   <dest>/previous -> v1.30.0
+//   <state>/<component>/.index/v1.30.1   its content index (content_indexes.hpp), written before the rename
 //
 // A version directory exists under its final name only once all of it is
 // durable, so `current` (switched by renaming a new link over it) always names
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "content_indexes.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/atomic_symlink.hpp"
@@ -42,7 +44,7 @@ bool is_version_name(const std::string& target) {
 class TreeInstaller final : public Installer {
  public:
   TreeInstaller(const HostRoot& root, InstallTarget target, Durability durability)
-      : m_root(root), m_target(std::move(target)), m_durability(durability) {}
+      : m_root(root), m_target(std::move(target)), m_durability(durability), m_indexes(m_root, m_target) {}
 
   Integrity integrity(const std::string& version, const Payload* /*payload*/) override {
     auto dest = HostDir::open(m_root, m_target.destination);
@@ -75,7 +77,12 @@ class TreeInstaller final : public Installer {
     if (!dest) {
       return false;  // nothing installed yet, nothing left over
     }
-    const int removed = dest->remove_leftovers(is_staging_leftover).value();
+    // An index whose version has no directory: the staging it was written for was killed before its rename.
+    const int removed =
+        dest->remove_leftovers(is_staging_leftover).value() + m_indexes.clean([&](const std::string& v) {
+          const auto st = dest->stat(v);
+          return st && S_ISDIR(st->st_mode);
+        });
     if (removed > 0) {
       spdlog::info("{}: removed {} leftover(s) of an interrupted run in {}", m_target.component, removed,
                    dest->display());
@@ -90,17 +97,34 @@ class TreeInstaller final : public Installer {
         throw Failure("cannot install version " + version + ": '" + dest.display(version) +
                       "' exists and is not a directory");
       }
-      // Only a rename of a durable staging makes this name: it is complete.
-      spdlog::info("{}: reusing the complete {} that an earlier run staged", m_target.component, dest.display(version));
-      return {};
+      // Only a rename of a durable staging makes this name: it is complete. Whether it holds this payload is
+      // another matter (an image re-tagged with other bytes): its content decides, as for any file.
+      if (holds_payload(dest, version, payload, options)) {
+        spdlog::info("{}: reusing the complete {} that an earlier run staged", m_target.component,
+                     dest.display(version));
+        return {};
+      }
+      spdlog::info("{}: {} that an earlier run staged differs from the payload: staging it again", m_target.component,
+                   dest.display(version));
+      dest.remove_entry(version).value();
+      m_indexes.remove(version);
     }
     const std::string partial = partial_name(version);
     HostDir staging = dest.make_child(partial).value();
     TransferStats stats;
     try {
-      Fd link_dest = open_current(dest);
-      stats = stage_tree(payload, staging.fd(), link_dest ? link_dest.get() : -1, options);
+      std::string current;
+      Fd link_dest = open_current(dest, &current);
+      const std::optional<ContentIndex> known = link_dest ? m_indexes.load(current) : std::nullopt;
+      ContentIndex produced;
+      TransferOptions staging_options = options;
+      staging_options.known = known ? &*known : nullptr;
+      staging_options.produced = &produced;
+      stats = stage_tree(payload, staging.fd(), link_dest ? link_dest.get() : -1, staging_options);
       make_tree_durable(staging.fd(), m_durability, staging.display()).value();
+      // Before the rename: a complete version always has its index. A kill between the two leaves an index
+      // without a version, which the next run's clean_leftovers() removes with the staging.
+      m_indexes.save(version, produced, &m_made);
       if (::renameat(dest.fd(), partial.c_str(), dest.fd(), version.c_str()) != 0) {
         throw Failure(system_message(
             "rename " + in_quotes(staging.display()) + " to " + in_quotes(dest.display(version)), errno));
@@ -138,6 +162,7 @@ class TreeInstaller final : public Installer {
     if (!m_staged.empty()) {
       HostDir dest = HostDir::open(m_root, m_target.destination).value();
       dest.remove_entry(m_staged).value();
+      m_indexes.remove(m_staged);
       m_staged.clear();
     }
     // A first install takes back the destination directories it made.
@@ -150,9 +175,12 @@ class TreeInstaller final : public Installer {
     dry.dry_run = DryRun::yes;
     auto dest = HostDir::open(m_root, m_target.destination);
     Fd link_dest;
+    std::string current;
     if (dest) {
-      link_dest = open_current(*dest);
+      link_dest = open_current(*dest, &current);
     }
+    const std::optional<ContentIndex> known = link_dest ? m_indexes.load(current) : std::nullopt;
+    dry.known = known ? &*known : nullptr;
     // A dry run writes nothing, but stage_tree wants a directory to stage into
     // (for its filesystem): the destination, or the host's root before the first install.
     HostDir staging = dest ? std::move(*dest) : HostDir::open(m_root, "/").value();
@@ -183,6 +211,7 @@ class TreeInstaller final : public Installer {
       return;
     }
     dest->remove_entry(version).value();
+    m_indexes.remove(version);
   }
 
  private:
@@ -201,15 +230,37 @@ class TreeInstaller final : public Installer {
     m_committed = true;
   }
 
-  // The current version's directory, for stage_tree's link_dest. Opened by its
+  // The current version's directory, for stage_tree's link_dest, and its name in `version`. Opened by its
   // name beside the link, never by following the link: a link that left the
   // destination would be followed in this container's namespace, not the host's.
-  static Fd open_current(const HostDir& dest) {
+  static Fd open_current(const HostDir& dest, std::string* version = nullptr) {
     const std::string target = read_link_or_empty(dest, k_current);
     if (!is_version_name(target)) {
       return Fd();
     }
+    if (version != nullptr) {
+      *version = target;
+    }
     return Fd(::openat(dest.fd(), target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  }
+
+  // Whether the complete `version` holds exactly the payload: a dry run of the staging against it, its own
+  // content index vouching for its files, finds nothing to add, change or remove.
+  bool holds_payload(const HostDir& dest, const std::string& version, const Payload& payload,
+                     const TransferOptions& options) const {
+    const Fd staged(::openat(dest.fd(), version.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!staged) {
+      throw Failure(system_message("open " + in_quotes(dest.display(version)), errno));
+    }
+    const std::optional<ContentIndex> known = m_indexes.load(version);
+    TransferOptions dry = options;
+    dry.dry_run = DryRun::yes;
+    dry.known = known ? &*known : nullptr;
+    dry.produced = nullptr;
+    dry.check_staged = nullptr;
+    dry.on_progress = nullptr;
+    const TransferStats stats = stage_tree(payload, dest.fd(), staged.get(), dry);
+    return stats.files_added + stats.files_changed + stats.files_removed == 0;
   }
 
   static std::string read_link_or_empty(const HostDir& dest, const char* name) {
@@ -237,6 +288,7 @@ class TreeInstaller final : public Installer {
   const HostRoot& m_root;
   InstallTarget m_target;
   Durability m_durability;
+  ContentIndexes m_indexes;
   std::string m_staged;             ///< the version this object staged, until switched or discarded
   std::vector<std::string> m_made;  ///< the directories stage() made (host paths)
   bool m_committed = false;

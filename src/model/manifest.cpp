@@ -243,7 +243,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     }
     spec.health_checks = entry.strings("health_checks");
     spec.keep = entry.positive("keep").value_or(k_default_keep);
-    spec.compare = entry.boolean("checksum") ? Compare::checksum : Compare::quick;
+    spec.compare = entry.boolean("checksum") ? Compare::checksum : Compare::content;
     spec.remount = entry.boolean("remount") ? Remount::yes : Remount::no;  // a host step: --remount for one
     spec.sha256sums = container_path(base, entry.string("sha256sums", false));
     spec.signature = container_path(base, entry.string("signature", false));

@@ -284,8 +284,8 @@ TransferOptions UpgradeRun::transfer_options(const Work& work, ProgressReporter*
     options.on_progress = [progress](const TransferStats& stats) { progress->update(stats); };
   }
   if (work.sums) {
-    options.check_staged = [&work](int staging_dir) {
-      verify_staged_tree(*work.sums, work.item.spec, work.item.payload, staging_dir);
+    options.check_staged = [&work](int /*staging_dir*/, const ContentIndex& staged) {
+      verify_staged_tree(*work.sums, work.item.spec, work.item.payload, staged);
     };
   }
   return options;

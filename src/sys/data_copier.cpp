@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
 
 namespace hoist {
 
@@ -179,6 +181,57 @@ Expected<uint64_t> DataCopier::copy(int in, dev_t in_dev, int out, dev_t out_dev
       progress(done);
     }
   }
+  return done;
+}
+
+Expected<uint64_t> DataCopier::copy_hashed(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size,
+                                           Sha256Digest& digest, std::string_view in_display,
+                                           std::string_view out_display, const CopyProgress& progress) {
+  if (size > 0 && method_for(in_dev, out_dev) == CopyMethod::clone) {
+    if (::ioctl(out, FICLONE, in) == 0) {
+      auto hashed = sha256_of_file(out, out_display);
+      if (!hashed) {
+        return hashed.error();
+      }
+      digest = *hashed;
+      if (progress) {
+        progress(size);
+      }
+      return uint64_t{0};
+    }
+    if (!method_refused(errno)) {
+      return sys_error("clone " + in_quotes(in_display) + " to " + in_quotes(out_display));
+    }
+    downgrade(in_dev, out_dev, CopyMethod::copy_range);
+  }
+  thread_local std::optional<Sha256> sha;
+  if (!sha) {
+    sha.emplace();
+  }
+  char* buffer = thread_buffer(0);
+  uint64_t done = 0;
+  while (done < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(k_buffer_size, size - done));
+    const ssize_t n = read_full(in, buffer, want);
+    if (n < 0) {
+      const int error = errno;
+      (void)sha->final_digest();  // starts over for the next file
+      return sys_error("read " + in_quotes(in_display), error);
+    }
+    if (n == 0) {
+      break;  // the file shrank: what was written is what is hashed
+    }
+    sha->update(std::as_bytes(std::span(buffer, static_cast<size_t>(n))));
+    if (auto written = write_full(out, buffer, static_cast<size_t>(n), out_display); !written) {
+      (void)sha->final_digest();
+      return sys_error("copy " + in_quotes(in_display) + " to " + in_quotes(out_display), written.error().errnum);
+    }
+    done += static_cast<uint64_t>(n);
+    if (progress && (done % k_range_chunk < static_cast<uint64_t>(n) || done == size)) {
+      progress(done);
+    }
+  }
+  digest = sha->final_digest();
   return done;
 }
 

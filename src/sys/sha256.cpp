@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "hoist/util/fd.hpp"
@@ -59,24 +61,61 @@ void Sha256::update(std::string_view text) {
   update(std::as_bytes(std::span(text.data(), text.size())));
 }
 
-std::string Sha256::final_hex() {
-  unsigned char digest[EVP_MAX_MD_SIZE];
+Sha256Digest Sha256::final_digest() {
+  Sha256Digest digest{};
   unsigned int length = 0;
-  if (EVP_DigestFinal_ex(m_ctx.get(), digest, &length) != 1) {
+  if (EVP_DigestFinal_ex(m_ctx.get(), reinterpret_cast<unsigned char*>(digest.data()), &length) != 1 ||
+      length != digest.size()) {
     throw_openssl_failure("finish SHA-256");
   }
   // Re-initialise at once, so the object is never left in the finalised state where
   // another update() would be undefined.
   init_sha256(m_ctx.get());
+  return digest;
+}
 
+std::string Sha256::final_hex() {
+  return to_hex(final_digest());
+}
+
+std::string to_hex(const Sha256Digest& digest) {
   static constexpr char k_hex_digits[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(std::size_t{2} * length);
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += k_hex_digits[digest[i] >> 4U];
-    hex += k_hex_digits[digest[i] & 0x0fU];
+  hex.reserve(std::size_t{2} * digest.size());
+  for (const std::byte byte : digest) {
+    const auto value = std::to_integer<unsigned>(byte);
+    hex += k_hex_digits[value >> 4U];
+    hex += k_hex_digits[value & 0x0fU];
   }
   return hex;
+}
+
+std::optional<Sha256Digest> digest_from_hex(std::string_view hex) {
+  Sha256Digest digest{};
+  if (hex.size() != 2 * digest.size()) {
+    return std::nullopt;
+  }
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') {
+      return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+      return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+      return c - 'A' + 10;
+    }
+    return -1;
+  };
+  for (std::size_t i = 0; i < digest.size(); ++i) {
+    const int high = nibble(hex[2 * i]);
+    const int low = nibble(hex[2 * i + 1]);
+    if (high < 0 || low < 0) {
+      return std::nullopt;
+    }
+    digest[i] = static_cast<std::byte>((high << 4) | low);
+  }
+  return digest;
 }
 
 Expected<std::string> sha256_fd(int fd, std::string_view display) {
@@ -98,6 +137,36 @@ Expected<std::string> sha256_fd(int fd, std::string_view display) {
     sha.update(std::span(buffer.data(), static_cast<std::size_t>(n)));
   }
   return sha.final_hex();
+}
+
+Expected<Sha256Digest> sha256_of_file(int fd, std::string_view display) {
+  // One buffer and one context a thread: a walk hashes 100,000 small files, and neither is worth making each time.
+  thread_local std::unique_ptr<std::byte[]> buffer;
+  thread_local std::optional<Sha256> sha;
+  if (!buffer) {
+    buffer = std::make_unique<std::byte[]>(k_read_buffer_size);
+  }
+  if (!sha) {
+    sha.emplace();
+  }
+  off_t offset = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buffer.get(), k_read_buffer_size, offset);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      const int error = errno;
+      (void)sha->final_digest();  // starts over for the next file
+      return sys_error("read " + in_quotes(display), error);
+    }
+    if (n == 0) {
+      break;
+    }
+    sha->update(std::span(buffer.get(), static_cast<std::size_t>(n)));
+    offset += n;
+  }
+  return sha->final_digest();
 }
 
 Expected<std::string> sha256_file(int dirfd, const std::string& relpath) {

@@ -7,8 +7,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "compression_check.hpp"
 #include "hoist/sys/archive_reader.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/sys/sha256.hpp"
 #include "hoist/transfer/entry_name.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/work_pool.hpp"
@@ -29,6 +32,10 @@
 namespace hoist::transfer {
 
 namespace {
+
+/// An entry of at most this size is read whole into memory when the old file's content index vouches for the
+/// old file: hashing it decides without reading the old file. A bigger one is compared as it streams.
+constexpr uint64_t k_small_entry = uint64_t{1} << 20U;
 
 struct DirRecord {
   std::string relpath;
@@ -52,8 +59,10 @@ class ArchiveStager {
         m_compares(m_target.compare(), m_target.compare_display()),
         m_compare_targets(m_target.compare(), m_target.compare_display()),
         m_pool(transfer_threads(options.threads)),
-        m_write_behind(m_pool, m_counters,
-                       [this](std::string_view relpath) { return m_target.staging_display(relpath); }) {}
+        m_produced(*options.produced),
+        m_write_behind(
+            m_pool, m_counters, [this](std::string_view relpath) { return m_target.staging_display(relpath); },
+            m_produced) {}
 
   TransferStats run() {
     // The compression's own checks (with no SHA256SUMS they are the only integrity) run beside the staging, which
@@ -90,11 +99,44 @@ class ArchiveStager {
     } else {
       read_entries();
     }
+    if (!m_dry) {
+      index_link_groups();
+    }
     finish_directories();
     if (m_target.has_compare()) {
       count_removed(m_target.compare(), "", ArchiveIndex::k_root);
     }
     return m_counters.snapshot();
+  }
+
+  /// Every name of an inode the archive hard-links gets its digest (read back when a later name brought the
+  /// data) and the stamp after the last link, which moved its ctime.
+  void index_link_groups() {
+    for (const auto& [target, group] : m_link_groups) {
+      const auto [parent, name_view] = split_parent(target);
+      const std::string name(name_view);
+      const std::string display = m_target.staging_display(target);
+      const int dir = m_targets.open(parent).value();
+      std::optional<Sha256Digest> digest;
+      if (group.rewritten) {
+        const Fd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+        if (!fd) {
+          throw Failure(system_message("open " + in_quotes(display), errno));
+        }
+        digest = sha256_of_file(fd.get(), display).value();
+      } else if (const ContentIndex::Entry* entry = m_produced.find(parent, name)) {
+        digest = entry->digest;
+      }
+      if (!digest) {
+        continue;  // not a regular file
+      }
+      const ContentIndex::Entry entry{*digest, stamp_of(dir, name.c_str(), display)};
+      m_produced.add(parent, name, entry);
+      for (const std::string& member : group.names) {
+        const auto [member_parent, member_name] = split_parent(member);
+        m_produced.add(member_parent, member_name, entry);
+      }
+    }
   }
 
   void read_entries() {
@@ -218,11 +260,18 @@ class ArchiveStager {
     const bool data_comes_later = nlink > 1 && meta.size == 0;
     ArchiveReader::Block pending;
     uint64_t equal_prefix = 0;
-    Fd compare_fd;  // the old file, when its equal start is copied from it
+    Fd compare_fd;                       // the old file, when its equal start is copied from it
+    std::optional<Sha256Digest> digest;  // of the entry's bytes, once the comparison knows it
+    std::optional<std::string> data;     // a small entry's bytes, read whole to compare them by digest
     if (existing.present && S_ISREG(existing.st.st_mode) && !data_comes_later &&
         same_attributes(meta, NodeMeta::from_stat(existing.st))) {
-      // Opened for its content, or for its xattrs where reading them by name costs more.
-      if (m_options.compare == Compare::checksum || !xattrs_readable_by_name()) {
+      // Equal size and mtime say nothing of the bytes. Where the old file's content index vouches for it, a small
+      // entry is hashed and compared with the index; any other is compared with the old file's bytes as it streams.
+      std::optional<Sha256Digest> theirs;
+      if (m_options.known != nullptr && m_options.compare != Compare::checksum && meta.size <= k_small_entry) {
+        theirs = m_options.known->vouch(parent, name, existing.st);
+      }
+      if (!theirs || !xattrs_readable_by_name()) {
         compare_fd.reset(::openat(compare_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
         if (!compare_fd) {
           throw Failure(system_message("open " + in_quotes(m_target.compare_display(path)), errno));
@@ -230,9 +279,15 @@ class ArchiveStager {
       }
       if (same_xattrs(xattrs,
                       read_xattrs(NodeRef{compare_dir, name.c_str(), compare_fd.get()}, m_target.compare_display(path))
-                          .value()) &&
-          (m_options.compare == Compare::quick || compare_stream(compare_fd.get(), meta.size, pending, equal_prefix))) {
-        outcome = Outcome::unchanged;
+                          .value())) {
+        if (theirs) {
+          data = read_whole_entry(meta.size);
+          digest = digest_of(*data);
+          outcome = *digest == *theirs ? Outcome::unchanged : Outcome::changed;
+        } else if (Sha256 sha; compare_stream(compare_fd.get(), meta.size, pending, equal_prefix, sha)) {
+          outcome = Outcome::unchanged;
+          digest = sha.final_digest();
+        }
       }
     }
     state.outcome = outcome;
@@ -242,15 +297,26 @@ class ArchiveStager {
       return;
     }
     const int target_dir = m_targets.open(parent).value();
-    // An unchanged file that cannot be linked is written: in checksum mode from link_dest's copy, as the
-    // comparison has read the entry's data (equal_prefix is then the whole file).
+    // An unchanged file that cannot be linked is written: from what the comparison read (`data`), or from
+    // link_dest's copy, as the comparison has read the entry's data (equal_prefix is then the whole file).
     if (outcome == Outcome::unchanged && m_target.link_unchanged(compare_dir, target_dir, name, path, existing.st)) {
+      // The link moved the inode's ctime: its stamp is taken now, after it.
+      m_produced.add(parent, name, {*digest, stamp_of(target_dir, name.c_str(), m_target.staging_display(path))});
       m_index.add(path, state);
       return;
     }
     InitialMode initial;
     Fd fd = create_file(target_dir, name, meta, path, initial);
     state.owned = true;
+    if (data) {
+      write_data(fd.get(), *data, m_target.staging_display(path));
+      apply_metadata(NodeRef{target_dir, name.c_str(), fd.get()}, meta, xattrs, ExistingXattrs::none,
+                     m_target.staging_display(path), &initial)
+          .value();
+      index_written(fd.get(), parent, name, path, digest);
+      m_index.add(path, state);
+      return;
+    }
     if (equal_prefix == 0 && pending.size == 0 && nlink <= 1 && write_behind(fd, meta, xattrs, initial, path)) {
       m_index.add(path, state);
       return;
@@ -271,7 +337,60 @@ class ArchiveStager {
     apply_metadata(NodeRef{target_dir, name.c_str(), fd.get()}, meta, xattrs, ExistingXattrs::none,
                    m_target.staging_display(path), &initial)
         .value();
+    index_written(fd.get(), parent, name, path, std::nullopt);
     m_index.add(path, state);
+  }
+
+  /// Records a file written here: `digest` when the bytes written were hashed on their way, else the digest of
+  /// what the file holds, read back (its pages are still in the page cache). Stamped once its metadata is set.
+  void index_written(int fd, std::string_view parent, std::string_view name, const std::string& path,
+                     std::optional<Sha256Digest> digest) {
+    const std::string display = m_target.staging_display(path);
+    if (!digest) {
+      digest = sha256_of_file(fd, display).value();
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      throw Failure(system_message("stat " + in_quotes(display), errno));
+    }
+    m_produced.add(parent, name, {*digest, FileStamp::of(st)});
+  }
+
+  /// The whole data of the current entry, holes as zeros: a small one, `size` as the header declares it.
+  std::string read_whole_entry(uint64_t size) {
+    std::string buffer(size, '\0');
+    for (;;) {
+      const ArchiveReader::Block block = read_block();
+      if (block.size == 0) {
+        return buffer;
+      }
+      const uint64_t end = static_cast<uint64_t>(block.offset) + block.size;
+      account_data(end);
+      // A zip entry may bring more than it declared.
+      if (end > buffer.size()) {
+        buffer.resize(end);
+      }
+      std::memcpy(buffer.data() + block.offset, block.data, block.size);
+    }
+  }
+
+  static Sha256Digest digest_of(std::string_view bytes) {
+    thread_local Sha256 sha;
+    sha.update(bytes);
+    return sha.final_digest();
+  }
+
+  static void write_data(int fd, std::string_view data, const std::string& display) {
+    for (size_t done = 0; done < data.size();) {
+      const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
+      if (n < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        throw Failure(system_message("write " + in_quotes(display), errno));
+      }
+      done += static_cast<size_t>(n);
+    }
   }
 
   /// Hands a small new file to another thread; false when it takes no more now.
@@ -301,20 +420,22 @@ class ArchiveStager {
 
   /// A new regular file for an entry, made (by us, in a directory of ours) with
   /// its final permission bits where the umask lets it; `initial` says what it got.
+  /// Open for reading too: what was written may be read back for its digest.
   Fd create_file(int dirfd, const std::string& name, const NodeMeta& meta, const std::string& path,
                  InitialMode& initial) const {
     initial = m_target.new_file_mode(meta.mode);
-    Fd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, initial.perms));
+    Fd fd(::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, initial.perms));
     if (!fd) {
       throw Failure(system_message("create " + in_quotes(m_target.staging_display(path)), errno));
     }
     return fd;
   }
 
-  /// Reads the entry's data and compares it with `compare_fd`. On the first
-  /// difference, returns false with the block in hand in `pending` and the
-  /// length of the equal start in `equal_prefix`.
-  bool compare_stream(int compare_fd, uint64_t size, ArchiveReader::Block& pending, uint64_t& equal_prefix) {
+  /// Reads the entry's data and compares it with `compare_fd`, adding what is
+  /// equal to `sha`. On the first difference, returns false with the block in
+  /// hand in `pending` and the length of the equal start in `equal_prefix`.
+  bool compare_stream(int compare_fd, uint64_t size, ArchiveReader::Block& pending, uint64_t& equal_prefix,
+                      Sha256& sha) {
     std::vector<char> buffer;
     for (;;) {
       const ArchiveReader::Block block = read_block();
@@ -333,6 +454,7 @@ class ArchiveStager {
         pending = block;
         return false;
       }
+      sha.update(std::as_bytes(std::span(static_cast<const char*>(block.data), block.size)));
       equal_prefix += block.size;
     }
   }
@@ -412,12 +534,16 @@ class ArchiveStager {
         apply_metadata(NodeRef{dirfd, name.c_str(), fd.get()}, meta, entry_xattrs(entry), ExistingXattrs::none,
                        m_target.staging_display(path), &initial)
             .value();
+        index_written(fd.get(), parent, name, path, std::nullopt);
       } else {
         if (::linkat(target_dir, std::string(target_name).c_str(), dirfd, name.c_str(), 0) != 0) {
           throw Failure(system_message("link " + in_quotes(m_target.staging_display(target)) + " to " +
                                            in_quotes(m_target.staging_display(path)),
                                        errno));
         }
+        LinkGroup& group = m_link_groups[target];
+        group.names.push_back(path);
+        group.rewritten = group.rewritten || with_data;
         if (with_data) {
           // The target's first data may still be on its way through another thread.
           m_write_behind.wait();
@@ -448,8 +574,9 @@ class ArchiveStager {
     const ExistingNode existing = stat_existing(compare_dir, name.c_str(), m_target.compare_display(path));
     EntryState state;
     state.type = meta.type();
-    state.outcome = compare_node(source, existing, compare_dir, name.c_str(), m_options.compare, m_archive,
-                                 m_target.compare_display(path));
+    state.outcome = compare_node(source, existing, compare_dir, EntryPath{parent, name}, m_options, m_archive,
+                                 m_target.compare_display(path))
+                        .outcome;
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(compare_dir, name, path);
     }
@@ -510,8 +637,9 @@ class ArchiveStager {
       SourceNode source;
       source.meta = record.meta;
       source.xattrs = record.xattrs;
-      outcome = compare_node(source, existing, compare_dir, name.c_str(), Compare::quick, m_archive,
-                             m_target.compare_display(record.relpath));
+      outcome = compare_node(source, existing, compare_dir, EntryPath{parent, name}, m_options, m_archive,
+                             m_target.compare_display(record.relpath))
+                    .outcome;
     }
     m_counters.count(outcome, 0);
   }
@@ -587,6 +715,14 @@ class ArchiveStager {
   DirCursor m_compares;
   DirCursor m_compare_targets;  ///< link_dest's directories of hard links' targets
   WorkPool m_pool;
+  ContentIndex& m_produced;
+  /// Hard links of the archive: the entry each links to → the names linking to it, and whether a name brought
+  /// the inode's data (cpio) after the target was recorded.
+  struct LinkGroup {
+    std::vector<std::string> names;
+    bool rewritten = false;
+  };
+  std::map<std::string, LinkGroup> m_link_groups;
   WriteBehind m_write_behind;
   bool m_root_seen = false;
   std::vector<DirRecord> m_dirs;

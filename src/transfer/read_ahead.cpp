@@ -11,11 +11,11 @@
 
 namespace hoist::transfer {
 
-ReadAhead::ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, bool enabled)
-    : m_source(source_dir), m_skip(skip_dir), m_entries(entries), m_enabled(enabled) {}
+ReadAhead::ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading)
+    : m_source(source_dir), m_skip(skip_dir), m_entries(entries), m_reading(reading) {}
 
 void ReadAhead::before(size_t index) {
-  if (!m_enabled) {
+  if (m_reading == Reading::none) {
     return;
   }
   while (!m_slots.empty() && m_slots.front().index < index) {
@@ -72,8 +72,9 @@ void ReadAhead::look(Slot& slot) const {
     return;
   }
   const struct stat& old = seen.skip_st;
-  if (seen.skip == Seen::Skip::present && S_ISREG(old.st_mode) && old.st_size == st.st_size &&
-      old.st_mtim.tv_sec == st.st_mtim.tv_sec && old.st_mtim.tv_nsec == st.st_mtim.tv_nsec) {
+  if (m_reading == Reading::not_same && seen.skip == Seen::Skip::present && S_ISREG(old.st_mode) &&
+      old.st_size == st.st_size && old.st_mtim.tv_sec == st.st_mtim.tv_sec &&
+      old.st_mtim.tv_nsec == st.st_mtim.tv_nsec) {
     return;
   }
   // O_NONBLOCK: should the entry turn into a fifo after the stat, the open does not wait for a writer.
@@ -91,8 +92,13 @@ void ReadAhead::look(Slot& slot) const {
   }
 }
 
-bool reads_payload_data(bool dry_run, DataCopier& copier, dev_t source, dev_t dest) {
-  return !dry_run && copier.method_for(source, dest) != CopyMethod::clone;
+Reading payload_reading(bool dry_run, DataCopier& copier, dev_t source, dev_t dest, const TransferOptions& options) {
+  if (dry_run || copier.method_for(source, dest) == CopyMethod::clone) {
+    return Reading::none;
+  }
+  const bool compared_unread =
+      options.payload_digests != nullptr && options.known != nullptr && options.compare != Compare::checksum;
+  return compared_unread ? Reading::not_same : Reading::every_file;
 }
 
 void sort_by_inode(std::vector<DirEntry>& entries) {

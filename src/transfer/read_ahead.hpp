@@ -21,8 +21,18 @@
 
 #include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/transfer/transfer.hpp"
 
 namespace hoist::transfer {
+
+/// Which files a walk reads the data of, and so which are worth reading ahead.
+enum class Reading {
+  none,        ///< nothing: a dry run, or copies that clone instead of reading
+  every_file,  ///< every regular file: to copy it, or to hash it for its comparison
+  /// every regular file but those the compared tree holds with the same size and mtime: their comparison takes
+  /// the payload's digest from SHA256SUMS and the old file's from its content index, and reads neither
+  not_same,
+};
 
 class ReadAhead {
  public:
@@ -41,11 +51,10 @@ class ReadAhead {
     struct stat skip_st {};
   };
 
-  /// `entries` are the names of `source_dir` in the order the walk takes them.
-  /// A regular file that `skip_dir` (-1: none) holds with the same size and
-  /// mtime is not read ahead: the quick check will not read it. Disabled, it
-  /// does nothing (dry runs, and copies that clone instead of reading).
-  ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, bool enabled);
+  /// `entries` are the names of `source_dir` in the order the walk takes them;
+  /// `skip_dir` (-1: none) is the tree the walk compares with, whose lstats it
+  /// hands on too. Which files are read ahead is `reading`'s.
+  ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading);
 
   /// Call before the walk handles entries[index]: starts the reads of the next files.
   void before(size_t index);
@@ -71,16 +80,17 @@ class ReadAhead {
   int m_source;
   int m_skip;
   const std::vector<DirEntry>& m_entries;
-  bool m_enabled;
+  Reading m_reading;
   size_t m_next = 0;
   uint64_t m_bytes = 0;      ///< read ahead of the walk and not handled yet
   std::deque<Slot> m_slots;  ///< entries [m_slots.front().index, m_next), each looked at
 };
 
-/// Whether a walk that copies from filesystem `source` to `dest` reads the
-/// payload's data, which is when reading ahead pays: not in a dry run, and not
-/// when the copies are clones.
-[[nodiscard]] bool reads_payload_data(bool dry_run, DataCopier& copier, dev_t source, dev_t dest);
+/// What a walk that copies from filesystem `source` to `dest` reads of the payload's
+/// data, which is when reading ahead pays: not in a dry run, and not when the copies
+/// are clones; not the files that `options` lets it compare without reading.
+[[nodiscard]] Reading payload_reading(bool dry_run, DataCopier& copier, dev_t source, dev_t dest,
+                                      const TransferOptions& options);
 
 /// Sorts directory entries by inode number: on a cold cache, the walk then
 /// reads inode tables (and, for files written in order, their data) in disk

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "hoist/sys/directory.hpp"
+#include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
 #include "read_ahead.hpp"
 #include "transfer_support.hpp"
@@ -93,32 +94,64 @@ std::optional<ExistingNode> existing_seen(const ReadAhead::Seen* seen) {
   return ExistingNode{seen->skip == ReadAhead::Seen::Skip::present, seen->skip_st};
 }
 
-Outcome compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, const char* name, Compare compare,
-                     std::string_view source_display, std::string_view display) {
+std::string EntryPath::relpath() const {
+  return join_path(dir, name);
+}
+
+std::optional<Sha256Digest> listed_digest(const TransferOptions& options, const std::string& relpath) {
+  if (options.payload_digests == nullptr || options.compare == Compare::checksum) {
+    return std::nullopt;
+  }
+  const auto it = options.payload_digests->find(relpath);
+  return it != options.payload_digests->end() ? digest_from_hex(it->second) : std::nullopt;
+}
+
+Compared compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, EntryPath at,
+                      const TransferOptions& options, std::string_view source_display, std::string_view display) {
   if (!existing.present) {
-    return Outcome::added;
+    return {Outcome::added, {}};
   }
   if (!same_attributes(source.meta, NodeMeta::from_stat(existing.st))) {
-    return Outcome::changed;
+    return {Outcome::changed, {}};
   }
+  const std::string name(at.name);
   const mode_t type = source.meta.type();
-  if (type == S_IFLNK && read_symlink(dirfd, name, display).value() != source.symlink) {
-    return Outcome::changed;
+  if (type == S_IFLNK && read_symlink(dirfd, name.c_str(), display).value() != source.symlink) {
+    return {Outcome::changed, {}};
+  }
+  // Equal size and mtime say nothing of the bytes (one mtime for every file of a reproducible image): the
+  // index vouches for them while the inode is the one it took them of, else they are read.
+  std::optional<Sha256Digest> theirs;
+  if (type == S_IFREG && options.known != nullptr && options.compare != Compare::checksum) {
+    theirs = options.known->vouch(at.dir, at.name, existing.st);
   }
   // Opened for its xattrs where reading them by name costs more, and for its content.
   Fd fd;
-  const bool reads_content = type == S_IFREG && compare == Compare::checksum;
-  if (reads_content || ((type == S_IFREG || type == S_IFDIR) && !xattrs_readable_by_name())) {
-    fd = open_existing(dirfd, name, type, display);
+  if ((type == S_IFREG && !theirs) || ((type == S_IFREG || type == S_IFDIR) && !xattrs_readable_by_name())) {
+    fd = open_existing(dirfd, name.c_str(), type, display);
   }
-  if (!same_xattrs(source.xattrs, read_xattrs(NodeRef{dirfd, name, fd.get()}, display).value())) {
-    return Outcome::changed;
+  if (!same_xattrs(source.xattrs, read_xattrs(NodeRef{dirfd, name.c_str(), fd.get()}, display).value())) {
+    return {Outcome::changed, {}};
   }
-  if (type == S_IFREG && compare == Compare::checksum &&
-      !same_content(open_source(source, source_display), fd.get(), source_display, display).value()) {
-    return Outcome::changed;
+  if (type != S_IFREG) {
+    return {Outcome::unchanged, {}};
   }
-  return Outcome::unchanged;
+  std::optional<Sha256Digest> ours = listed_digest(options, at.relpath());
+  if (!ours) {
+    ours = sha256_of_file(open_source(source, source_display), source_display).value();
+  }
+  if (!theirs) {
+    theirs = sha256_of_file(fd.get(), display).value();
+  }
+  return {*ours == *theirs ? Outcome::unchanged : Outcome::changed, ours};
+}
+
+FileStamp stamp_of(int dirfd, const char* name, std::string_view display) {
+  struct stat st {};
+  if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    throw Failure(system_message("stat " + in_quotes(display), errno));
+  }
+  return FileStamp::of(st);
 }
 
 Creator Creator::of_process() {
@@ -134,7 +167,7 @@ InitialMode initial_mode(const WriteTarget& target, mode_t mode) {
 }
 
 uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& copier, std::string_view source_display,
-                    std::string_view target_display, const CopyProgress& progress) {
+                    std::string_view target_display, const CopyProgress& progress, ContentIndex::Entry* written_entry) {
   const InitialMode initial = initial_mode(target, source.meta.mode);
   const mode_t create_perms = initial.perms;
   uint64_t written = 0;
@@ -146,10 +179,17 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& c
         throw Failure(system_message("create " + in_quotes(target_display), errno));
       }
       // Offsets stay at 0 for the copy: comparisons read with pread.
-      written = copier
-                    .copy(open_source(source, source_display), source.dev, fd.get(), target.dev, source.meta.size,
-                          source_display, target_display, progress)
-                    .value();
+      if (written_entry != nullptr) {
+        written = copier
+                      .copy_hashed(open_source(source, source_display), source.dev, fd.get(), target.dev,
+                                   source.meta.size, written_entry->digest, source_display, target_display, progress)
+                      .value();
+      } else {
+        written = copier
+                      .copy(open_source(source, source_display), source.dev, fd.get(), target.dev, source.meta.size,
+                            source_display, target_display, progress)
+                      .value();
+      }
       break;
     case S_IFLNK:
       if (::symlinkat(source.symlink.c_str(), target.dirfd, target.name) != 0) {
@@ -169,6 +209,13 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& c
   apply_metadata(NodeRef{target.dirfd, target.name, fd.get()}, source.meta, source.xattrs, target.inherited,
                  target_display, target.owner == NewOwner::creator ? &initial : nullptr)
       .value();
+  if (written_entry != nullptr && fd) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+      throw Failure(system_message("stat " + in_quotes(target_display), errno));
+    }
+    written_entry->stamp = FileStamp::of(st);
+  }
   return written;
 }
 

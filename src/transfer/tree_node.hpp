@@ -13,6 +13,8 @@
 
 #include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/metadata.hpp"
+#include "hoist/sys/sha256.hpp"
+#include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/payload.hpp"
 #include "hoist/transfer/transfer.hpp"
 #include "hoist/util/fd.hpp"
@@ -54,11 +56,34 @@ ExistingNode stat_existing(int dirfd, const char* name, std::string_view display
 /// The entry of ReadAhead's skip directory as it saw it; nullopt when it did not look.
 std::optional<ExistingNode> existing_seen(const ReadAhead::Seen* seen);
 
-/// Whether `existing` (entry `name` of `dirfd`) already is `source`: same type,
-/// quick-check attributes and xattrs, the same target for symlinks, and with
-/// Compare::checksum the same content. Directories compare by metadata only.
-Outcome compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, const char* name, Compare compare,
-                     std::string_view source_display, std::string_view display);
+/// Where an entry is, for compare_node() and the content index: its directory's path relative to the tree
+/// ("" the root) and its name.
+struct EntryPath {
+  std::string_view dir;
+  std::string_view name;
+  [[nodiscard]] std::string relpath() const;
+};
+
+/// What compare_node() found.
+struct Compared {
+  Outcome outcome = Outcome::added;
+  /// A regular file's SHA-256, when the comparison learned it (from the payload's SHA256SUMS or by reading it):
+  /// the digest of the bytes `existing` holds too when the outcome is unchanged.
+  std::optional<Sha256Digest> digest;
+};
+
+/// Whether `existing` (entry `at.name` of `dirfd`) already is `source`: the same type, attributes (size, mtime,
+/// mode, owner) and xattrs, the same target for symlinks, and for regular files the same bytes. The bytes are
+/// compared by SHA-256: the payload's digest is what `options.payload_digests` lists (the verified SHA256SUMS),
+/// else it is read; the existing file's is what `options.known` vouches for (its content index, while the inode
+/// is still the one indexed), else it is read. Compare::checksum reads both. Size and mtime never vouch for
+/// content. Directories compare by metadata only.
+Compared compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, EntryPath at,
+                      const TransferOptions& options, std::string_view source_display, std::string_view display);
+
+/// The payload's digest of regular file `relpath`, as `options.payload_digests` lists it; nullopt without them,
+/// with Compare::checksum, or when the name is not listed.
+std::optional<Sha256Digest> listed_digest(const TransferOptions& options, const std::string& relpath);
 
 /// Who owns an inode that write_node() creates.
 enum class NewOwner {
@@ -94,9 +119,15 @@ InitialMode initial_mode(const WriteTarget& target, mode_t mode);
 
 /// Creates `source` (not a directory) as `target`, which must not exist: data,
 /// then metadata (apply_metadata's order). Returns the data bytes written (0 when
-/// cloned). `progress` gets the bytes copied so far of big files.
+/// cloned). `progress` gets the bytes copied so far of big files. For a regular
+/// file, `written` (when given) gets the SHA-256 of the bytes written and the
+/// new inode's stamp once its metadata is set.
 uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& copier, std::string_view source_display,
-                    std::string_view target_display, const CopyProgress& progress = {});
+                    std::string_view target_display, const CopyProgress& progress = {},
+                    ContentIndex::Entry* written = nullptr);
+
+/// The stamp of entry `name` of `dirfd` now (an lstat), for the content index. Throws Failure naming `display`.
+FileStamp stamp_of(int dirfd, const char* name, std::string_view display);
 
 /// Counts the entries and regular-file bytes of `name` in `dirfd` and, for a
 /// directory, of everything under it: what removing it removes.

@@ -52,7 +52,7 @@ struct DirNode {
 class DirectoryStager : PayloadWalk {
  public:
   DirectoryStager(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options)
-      : PayloadWalk(payload, options), m_target(staging_dir, link_dest) {}
+      : PayloadWalk(payload, options), m_target(staging_dir, link_dest), m_produced(*options.produced) {}
 
   TransferStats run() {
     auto root = std::make_shared<DirNode>();
@@ -131,8 +131,8 @@ class DirectoryStager : PayloadWalk {
     const std::string display = payload_display(fds.relpath);
     auto entries = read_directory(fds.source, display).value();
     sort_by_inode(entries);
-    const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_target.staging_dev());
-    const bool walked = walk_entries(fds.source, fds.compare, entries, display, reads_data, m_pool,
+    const Reading reading = payload_reading(m_dry, m_copier, m_source_dev, m_target.staging_dev(), m_options);
+    const bool walked = walk_entries(fds.source, fds.compare, entries, display, reading, m_pool,
                                      [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
                                        stage_walked(node, name, st, seen);
                                      });
@@ -175,8 +175,9 @@ class DirectoryStager : PayloadWalk {
     SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
     const ExistingNode existing =
         seen ? *seen : stat_existing(fds.compare, name.c_str(), m_target.compare_display(relpath));
-    const Outcome outcome = compare_node(source, existing, fds.compare, name.c_str(), m_options.compare, source_display,
-                                         m_target.compare_display(relpath));
+    const Compared compared = compare_node(source, existing, fds.compare, EntryPath{fds.relpath, name}, m_options,
+                                           source_display, m_target.compare_display(relpath));
+    const Outcome outcome = compared.outcome;
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(fds.compare, name, relpath);
     }
@@ -185,8 +186,12 @@ class DirectoryStager : PayloadWalk {
       m_counters.count(outcome, bytes);
       return outcome;
     }
-    if (outcome == Outcome::unchanged && S_ISREG(st.st_mode) &&
+    const bool regular = S_ISREG(st.st_mode);
+    if (outcome == Outcome::unchanged && regular &&
         m_target.link_unchanged(fds.compare, fds.target, name, relpath, existing.st)) {
+      // The link moved the inode's ctime: its stamp is taken now, after it.
+      m_produced.add(fds.relpath, name,
+                     {*compared.digest, stamp_of(fds.target, name.c_str(), m_target.staging_display(relpath))});
       m_counters.count(outcome, bytes);
       return outcome;
     }
@@ -196,8 +201,13 @@ class DirectoryStager : PayloadWalk {
       reported = done;
       m_counters.poll();
     };
-    const uint64_t written = write_node(source, m_target.write_target(fds.target, name.c_str()), m_copier,
-                                        source_display, m_target.staging_display(relpath), progress);
+    ContentIndex::Entry entry;
+    const uint64_t written =
+        write_node(source, m_target.write_target(fds.target, name.c_str()), m_copier, source_display,
+                   m_target.staging_display(relpath), progress, regular ? &entry : nullptr);
+    if (regular) {
+      m_produced.add(fds.relpath, name, entry);
+    }
     m_counters.count_written(written);
     m_counters.count(outcome, bytes, reported);
     return outcome;
@@ -275,6 +285,24 @@ class DirectoryStager : PayloadWalk {
       }
       m_counters.poll();
     }
+    if (!m_dry) {
+      index_link_group(first, end, lead_dir.get());
+    }
+  }
+
+  /// The names of one staged inode get the lead's digest and the stamp after the last link, which moved its ctime.
+  void index_link_group(size_t first, size_t end, int lead_dir) {
+    const LinkMember& lead = m_links[first];
+    const ContentIndex::Entry* lead_entry = m_produced.find(lead.parent, lead.name);
+    if (lead_entry == nullptr) {
+      return;  // not a regular file
+    }
+    const ContentIndex::Entry entry{
+        lead_entry->digest,
+        stamp_of(lead_dir, lead.name.c_str(), m_target.staging_display(join_path(lead.parent, lead.name)))};
+    for (size_t i = first; i < end; ++i) {
+      m_produced.add(m_links[i].parent, m_links[i].name, entry);
+    }
   }
 
   /// Directory modes and times go last: every entry made inside a directory changes its mtime.
@@ -293,6 +321,7 @@ class DirectoryStager : PayloadWalk {
   }
 
   StagingTarget m_target;
+  ContentIndex& m_produced;
   std::vector<DirRecord> m_dirs;  ///< guarded by m_mutex during the walk
 };
 
@@ -300,7 +329,12 @@ class DirectoryStager : PayloadWalk {
 
 }  // namespace transfer
 
-TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& options) {
+TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest, const TransferOptions& given) {
+  ContentIndex own;
+  TransferOptions options = given;
+  if (options.produced == nullptr) {
+    options.produced = &own;
+  }
   TransferStats stats;
   switch (payload.type()) {
     case PayloadType::directory:
@@ -315,7 +349,7 @@ TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest,
     // The archive was read through the file verification hashed: unwritten since, it gave the same bytes.
     payload.check_unchanged();
     if (options.check_staged) {
-      options.check_staged(staging_dir);
+      options.check_staged(staging_dir, *options.produced);
     }
   }
   return stats;

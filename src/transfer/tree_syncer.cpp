@@ -55,7 +55,7 @@ struct DirNode {
 class TreeSyncer : PayloadWalk {
  public:
   TreeSyncer(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& options)
-      : PayloadWalk(payload, options), m_dest_display(fd_display(dest_dir)) {
+      : PayloadWalk(payload, options), m_dest_display(fd_display(dest_dir)), m_produced(*options.produced) {
     if (payload.type() != PayloadType::directory) {
       throw UsageError("cannot sync " + in_quotes(payload.path().string()) +
                        " in place: the sync kind takes a directory");
@@ -163,8 +163,8 @@ class TreeSyncer : PayloadWalk {
     if (fds.dest >= 0 && !fds.fresh) {
       find_extras(fds, names);
     }
-    const bool reads_data = reads_payload_data(m_dry, m_copier, m_source_dev, m_dest_dev);
-    walk_entries(fds.source, fds.fresh ? -1 : fds.dest, entries, display, reads_data, m_pool,
+    const Reading reading = payload_reading(m_dry, m_copier, m_source_dev, m_dest_dev, m_options);
+    walk_entries(fds.source, fds.fresh ? -1 : fds.dest, entries, display, reading, m_pool,
                  [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
                    sync_walked(node, name, st, seen);
                  });
@@ -260,13 +260,19 @@ class TreeSyncer : PayloadWalk {
     const std::string source_display = payload_display(relpath);
     SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
     const ExistingNode existing = seen ? *seen : stat_existing(fds.dest, name.c_str(), dest_display(relpath));
-    const Outcome outcome = compare_node(source, existing, fds.dest, name.c_str(), m_options.compare, source_display,
-                                         dest_display(relpath));
+    const Compared compared = compare_node(source, existing, fds.dest, EntryPath{fds.relpath, name}, m_options,
+                                           source_display, dest_display(relpath));
+    const Outcome outcome = compared.outcome;
     if (existing.present && S_ISDIR(existing.st.st_mode)) {
       count_replaced(fds.dest, name, relpath);
     }
     const uint64_t bytes = source.meta.size;
+    const bool regular = S_ISREG(st.st_mode);
     if (outcome == Outcome::unchanged || m_dry) {
+      if (!m_dry && regular) {
+        // Stamped as it was before its bytes were read: a write by the host since moved its ctime.
+        m_produced.add(fds.relpath, name, {*compared.digest, FileStamp::of(existing.st)});
+      }
       m_counters.count(outcome, bytes);
       return outcome;
     }
@@ -279,12 +285,16 @@ class TreeSyncer : PayloadWalk {
       m_counters.poll();
     };
     // A new file in a directory with a default ACL (or under an LSM) gets xattrs of its own: reconcile.
+    ContentIndex::Entry entry;
     const uint64_t written = write_node(
         source,
         WriteTarget{fds.dest, temp.c_str(), m_dest_dev, ExistingXattrs::reconcile, NewOwner::unknown, m_creator},
-        m_copier, source_display, dest_display(relpath), progress);
+        m_copier, source_display, dest_display(relpath), progress, regular ? &entry : nullptr);
     m_counters.count_written(written);
     install(fds, name, temp, existing, relpath);
+    if (regular) {
+      index_installed(fds.dest, fds.relpath, name, entry);
+    }
     m_counters.count(outcome, bytes, reported);
     return outcome;
   }
@@ -329,6 +339,17 @@ class TreeSyncer : PayloadWalk {
       throw Failure(system_message(
           "rename " + in_quotes(dest_display(join_path(fds.relpath, temp))) + " to " + in_quotes(dest_display(relpath)),
           errno));
+    }
+  }
+
+  /// Records a file this sync wrote and renamed into place. The rename moved its ctime, so it is stamped after
+  /// it; should the name hold another inode by then (the host replaced it), it goes unrecorded and the next
+  /// sync reads it.
+  void index_installed(int dest_dir, std::string_view dir, const std::string& name, ContentIndex::Entry entry) {
+    const FileStamp now = stamp_of(dest_dir, name.c_str(), dest_display(join_path(dir, name)));
+    if (now.ino == entry.stamp.ino) {
+      entry.stamp = now;
+      m_produced.add(dir, name, entry);
     }
   }
 
@@ -383,6 +404,29 @@ class TreeSyncer : PayloadWalk {
       install(member_fds, member.name, temp, existing, relpath);
       m_counters.poll();
     }
+    if (!m_dry) {
+      index_link_group(first, end, lead_dir.get(), dests);
+    }
+  }
+
+  /// The names of one synced inode get the lead's digest and the stamp after the last link, which moved its
+  /// ctime; a name that holds another inode by then goes unrecorded.
+  void index_link_group(size_t first, size_t end, int lead_dir, DirCursor& dests) {
+    const LinkMember& lead = m_links[first];
+    const ContentIndex::Entry* lead_entry = m_produced.find(lead.parent, lead.name);
+    if (lead_entry == nullptr) {
+      return;  // not a regular file, or the host replaced it
+    }
+    const ContentIndex::Entry entry{
+        lead_entry->digest, stamp_of(lead_dir, lead.name.c_str(), dest_display(join_path(lead.parent, lead.name)))};
+    for (size_t i = first; i < end; ++i) {
+      const LinkMember& member = m_links[i];
+      const int dir = dests.open_if_present(member.parent).value();
+      if (dir >= 0 &&
+          stamp_of(dir, member.name.c_str(), dest_display(join_path(member.parent, member.name))) == entry.stamp) {
+        m_produced.add(member.parent, member.name, entry);
+      }
+    }
   }
 
   void delete_extras() {
@@ -415,6 +459,7 @@ class TreeSyncer : PayloadWalk {
   }
 
   std::string m_dest_display;
+  ContentIndex& m_produced;
   Fd m_dest;
   dev_t m_dest_dev = 0;
   Creator m_creator = Creator::of_process();
@@ -427,10 +472,15 @@ class TreeSyncer : PayloadWalk {
 
 }  // namespace transfer
 
-TransferStats sync_tree(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& options) {
+TransferStats sync_tree(const Payload& payload, int dest_dir, int backup_dir, const TransferOptions& given) {
+  ContentIndex own;
+  TransferOptions options = given;
+  if (options.produced == nullptr) {
+    options.produced = &own;
+  }
   TransferStats stats = transfer::TreeSyncer(payload, dest_dir, backup_dir, options).run();
   if (options.dry_run == DryRun::no && options.check_staged) {
-    options.check_staged(dest_dir);
+    options.check_staged(dest_dir, *options.produced);
   }
   return stats;
 }

@@ -1,10 +1,14 @@
 #include "write_behind.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <span>
 #include <thread>
+
+#include "hoist/sys/sha256.hpp"
 
 #include "hoist/util/error.hpp"
 #include "transfer_support.hpp"
@@ -90,6 +94,16 @@ void WriteBehind::finish(File& file, std::string_view data) {
   apply_metadata(NodeRef{-1, nullptr, file.fd.get()}, file.meta, file.xattrs, ExistingXattrs::none,
                  m_display(file.path), &file.initial)
       .value();
+  thread_local Sha256 sha;
+  sha.update(std::as_bytes(std::span(data.data(), data.size())));
+  ContentIndex::Entry entry{sha.final_digest(), {}};
+  struct stat st {};
+  if (::fstat(file.fd.get(), &st) != 0) {
+    throw Failure(system_message("stat " + in_quotes(m_display(file.path)), errno));
+  }
+  entry.stamp = FileStamp::of(st);
+  const auto [dir, name] = split_parent(file.path);
+  m_produced.add(dir, name, entry);
   file.fd.reset();
 }
 

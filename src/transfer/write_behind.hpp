@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hoist/sys/metadata.hpp"
+#include "hoist/transfer/content_index.hpp"
 #include "hoist/util/fd.hpp"
 #include "hoist/util/work_pool.hpp"
 #include "transfer_counters.hpp"
@@ -23,9 +24,11 @@ namespace hoist::transfer {
 /// task per file costs more in wake-ups than it saves). Used from one thread.
 class WriteBehind {
  public:
-  /// `display` names a staged relative path in errors.
-  WriteBehind(WorkPool& pool, Counters& counters, std::function<std::string(std::string_view)> display)
-      : m_pool(pool), m_counters(counters), m_display(std::move(display)) {}
+  /// `display` names a staged relative path in errors. Each file written goes into `produced` (its digest, taken
+  /// of the bytes written, and its stamp once its metadata is set).
+  WriteBehind(WorkPool& pool, Counters& counters, std::function<std::string(std::string_view)> display,
+              ContentIndex& produced)
+      : m_pool(pool), m_counters(counters), m_display(std::move(display)), m_produced(produced) {}
 
   /// Whether a file of `size` bytes may be handed over now: another thread
   /// runs, the file is small, and not too much is in flight.
@@ -66,6 +69,7 @@ class WriteBehind {
   WorkPool& m_pool;
   Counters& m_counters;
   std::function<std::string(std::string_view)> m_display;
+  ContentIndex& m_produced;
   std::shared_ptr<Batch> m_batch;              ///< gathered and not handed over yet
   std::atomic<uint64_t> m_in_flight_bytes{0};  ///< read for files that other threads still write
   std::atomic<uint64_t> m_in_flight_files{0};

@@ -80,7 +80,7 @@ struct ComponentSpec {
   VersionScheme version_scheme = VersionScheme::semver;
   AllowDowngrade allow_downgrade = AllowDowngrade::no;
   unsigned keep = 3;
-  Compare compare = Compare::quick;
+  Compare compare = Compare::content;
   std::filesystem::path sha256sums;  ///< empty: no verification
   std::filesystem::path signature;   ///< with public_key: a detached signature over sha256sums
   std::filesystem::path public_key;

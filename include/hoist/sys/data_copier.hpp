@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "hoist/sys/sha256.hpp"
 #include "hoist/util/expected.hpp"
 
 namespace hoist {
@@ -45,6 +46,14 @@ class DataCopier {
   Expected<uint64_t> copy(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size, std::string_view in_display,
                           std::string_view out_display, const CopyProgress& progress = {},
                           CopyExtent extent = CopyExtent::whole_file);
+
+  /// copy() of a whole file that also takes the SHA-256 of the bytes the copy holds, into `digest`: of
+  /// the buffer each read(2) filled and write(2) wrote, so that what is hashed is what was written even
+  /// when the source changes meanwhile (a clone is hashed from the copy, which shares its extents). Kernel
+  /// copies are skipped: their bytes never pass through here, and hashing them would read the file again.
+  Expected<uint64_t> copy_hashed(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size, Sha256Digest& digest,
+                                 std::string_view in_display, std::string_view out_display,
+                                 const CopyProgress& progress = {});
 
   /// The method that copy() starts with for this pair (for tests and logs).
   [[nodiscard]] CopyMethod method_for(dev_t in_dev, dev_t out_dev);

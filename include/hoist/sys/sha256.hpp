@@ -2,8 +2,10 @@
 
 #include <openssl/types.h>
 
+#include <array>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -11,6 +13,15 @@
 #include "hoist/util/expected.hpp"
 
 namespace hoist {
+
+/// A SHA-256 digest as its 32 bytes.
+using Sha256Digest = std::array<std::byte, 32>;
+
+/// The 64 lowercase hex digits of `digest`.
+std::string to_hex(const Sha256Digest& digest);
+
+/// The digest that 64 hex digits (either case) spell; nullopt for anything else.
+std::optional<Sha256Digest> digest_from_hex(std::string_view hex);
 
 /// A streaming SHA-256 over OpenSSL's EVP interface. Owns its EVP_MD_CTX.
 /// Feed it with update() as data arrives, then take the digest with final_hex().
@@ -32,6 +43,8 @@ class Sha256 {
   /// Finishes the digest and returns it as 64 lowercase hex digits. The object then
   /// starts over, empty, so it can hash the next input.
   [[nodiscard]] std::string final_hex();
+  /// The same as 32 bytes.
+  [[nodiscard]] Sha256Digest final_digest();
 
  private:
   struct CtxDeleter {
@@ -50,5 +63,9 @@ Expected<std::string> sha256_file(int dirfd, const std::string& relpath);
 /// offset to end of file, read 256 KiB at a time. `display` is the path named in
 /// error messages ("fd <n>" when empty). Does not close `fd`.
 Expected<std::string> sha256_fd(int fd, std::string_view display = {});
+
+/// The SHA-256 of the whole file `fd`, read with pread(2) from offset 0 so that its
+/// file offset stays where it is, through a buffer of the calling thread.
+Expected<Sha256Digest> sha256_of_file(int fd, std::string_view display);
 
 }  // namespace hoist

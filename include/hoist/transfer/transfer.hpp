@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 
+#include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/payload.hpp"
 
 namespace hoist {
@@ -23,17 +26,19 @@ struct TransferStats {
   uint64_t bytes_done = 0;       ///< regular-file bytes processed so far (for progress)
 };
 
-/// How an existing file is judged unchanged.
+/// How an existing regular file is found to hold the payload's bytes. Its metadata (type, mode, owner, size,
+/// mtime, xattrs) must match either way; what differs is what vouches for the content. Never size and mtime:
+/// reproducible images give every file one mtime, so a changed file often keeps both.
 enum class Compare {
-  quick,     ///< rsync's quick check: size, mtime (ns), mode and owner
-  checksum,  ///< also the content (rsync --checksum)
+  content,   ///< by SHA-256: the payload's from its SHA256SUMS, the old file's from its content index, else read
+  checksum,  ///< by SHA-256 of both sides, each read in full (--checksum): no index, no listed digest trusted
 };
 
 /// Whether anything is written.
 enum class DryRun { no, yes };
 
 struct TransferOptions {
-  Compare compare = Compare::quick;
+  Compare compare = Compare::content;
   DryRun dry_run = DryRun::no;
   /// Called every so often from the transferring thread with the running totals.
   std::function<void(const TransferStats&)> on_progress;
@@ -46,10 +51,19 @@ struct TransferOptions {
   /// compressible files may have any ratio.
   double max_unpack_ratio = 0;
   static constexpr uint64_t k_unpack_ratio_floor = 16ULL << 20U;
-  /// stage_tree, sync_tree: called with the staging (or synced) directory once the tree is complete, before the
-  /// caller makes it durable, to check what was written (verification of a directory payload's copy); it throws
-  /// to refuse it, and the caller then removes the staging or undoes the sync.
-  std::function<void(int staging_dir)> check_staged;
+  /// The content index of link_dest (stage_tree) or of the destination (sync_tree) as hoist last wrote it;
+  /// nullptr when there is none: then their files' bytes are read to compare them.
+  const ContentIndex* known = nullptr;
+  /// Directory payloads: the SHA-256 that the verified SHA256SUMS lists for each payload file (relative path →
+  /// hex digits), or nullptr: then the payload's files are read to compare them.
+  const std::map<std::string, std::string>* payload_digests = nullptr;
+  /// When given, gets the content index of what the transfer left: every regular file of the staged tree (or of
+  /// the synced destination), the SHA-256 of its bytes and its stamp.
+  ContentIndex* produced = nullptr;
+  /// stage_tree, sync_tree: called with the staging (or synced) directory and its content index once the tree is
+  /// complete, before the caller makes it durable, to check what was written (verification of a directory
+  /// payload's copy); it throws to refuse it, and the caller then removes the staging or undoes the sync.
+  std::function<void(int staging_dir, const ContentIndex& staged)> check_staged;
 };
 
 /// Writes the payload (a directory or an archive) as a complete new tree into

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "hoist/model/component.hpp"
+#include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/payload.hpp"
 #include "hoist/verify/checksums.hpp"
 
@@ -23,11 +24,15 @@ namespace hoist {
 std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload);
 
 /// For a directory payload, whose files staging opens one by one after
-/// verify_payload(): checks the copy staged (or synced) into `staged_dir` (an
-/// open directory) against `sums`, what verify_payload() returned, so that a payload
-/// file replaced in between is caught. Throws Error(ExitCode::verification)
-/// naming the payload and the file. Does nothing for a file or archive payload
-/// (whose bytes Payload::check_unchanged() vouches for).
-void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload, int staged_dir);
+/// verify_payload(): checks the copy staged (or synced), as its content index
+/// `staged` describes it, against `sums`, what verify_payload() returned, so that a
+/// payload file replaced in between is caught. The index holds every regular file
+/// of the copy with the SHA-256 of the bytes written (hashed as they were written)
+/// or of the old file linked in its place (as the old version's index vouched for
+/// it): nothing is read again. Throws Error(ExitCode::verification) naming the
+/// payload and the file. Does nothing for a file or archive payload (whose bytes
+/// Payload::check_unchanged() vouches for).
+void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload,
+                        const ContentIndex& staged);
 
 }  // namespace hoist

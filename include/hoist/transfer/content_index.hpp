@@ -1,0 +1,111 @@
+#pragma once
+
+// The content index of an installed tree (ARCHITECTURE.md, "Content identity"): for each regular file, the
+// SHA-256 of its bytes and the stamp of the inode they were taken of. It lets the next transfer find a file
+// unchanged without reading it, and never by its size and mtime alone.
+
+#include <sys/stat.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "hoist/sys/sha256.hpp"
+#include "hoist/util/expected.hpp"
+
+namespace hoist {
+
+/// What tells one state of an inode from another. The ctime cannot be set from user space: any write, chmod,
+/// chown, xattr change, link or rename moves it, also one that puts the mtime back afterwards.
+struct FileStamp {
+  uint64_t ino = 0;
+  int64_t size = 0;
+  int64_t mtime_sec = 0;
+  uint32_t mtime_nsec = 0;
+  int64_t ctime_sec = 0;
+  uint32_t ctime_nsec = 0;
+
+  static FileStamp of(const struct stat& st);
+  bool operator==(const FileStamp&) const = default;
+};
+
+/// Path → SHA-256 and stamp, for the regular files of one tree. Built by a transfer (add(), from any thread),
+/// written by serialize(), read back by parse(); looked up by directory and name, the way a walk meets files.
+class ContentIndex {
+ public:
+  struct Entry {
+    Sha256Digest digest{};
+    FileStamp stamp;
+  };
+
+  ContentIndex() = default;
+  ContentIndex(ContentIndex&& other) noexcept;
+  ContentIndex& operator=(ContentIndex&& other) noexcept;
+  ContentIndex(const ContentIndex&) = delete;
+  ContentIndex& operator=(const ContentIndex&) = delete;
+  ~ContentIndex() = default;
+
+  /// Reads what serialize() wrote. Anything else (another format, a truncated or altered file: the last 32
+  /// bytes are the SHA-256 of the rest) is an error naming `display` and what is wrong.
+  static Expected<ContentIndex> parse(std::string_view bytes, std::string_view display);
+
+  /// The file's bytes, sorted by directory and name, ending with their SHA-256.
+  [[nodiscard]] std::string serialize() const;
+
+  /// Records regular file `name` of the directory `dir` ("" is the tree's root; no leading or trailing '/'),
+  /// replacing an earlier entry of that name. Thread-safe.
+  void add(std::string_view dir, std::string_view name, const Entry& entry);
+
+  /// Gives every recorded name of `names` (in `dir`) the stamp `stamp`: the names of one inode, once the last
+  /// link to it was made (each link moves its ctime). Thread-safe.
+  void restamp(std::string_view dir, const std::vector<std::string_view>& names, const FileStamp& stamp);
+
+  /// The entry of `name` in `dir`, if any. Not to be called while another thread adds.
+  [[nodiscard]] const Entry* find(std::string_view dir, std::string_view name) const;
+
+  /// The digest of `name` in `dir` when its entry was taken of the inode that `st` (its lstat now) describes:
+  /// the same inode number, size, mtime and ctime. nullopt when there is no entry or the file changed since.
+  [[nodiscard]] std::optional<Sha256Digest> vouch(std::string_view dir, std::string_view name,
+                                                  const struct stat& st) const;
+
+  /// The number of entries.
+  [[nodiscard]] std::size_t size() const;
+
+  /// Calls `visit(relpath, entry)` for every entry, sorted by directory, then name.
+  void for_each(const std::function<void(const std::string& relpath, const Entry& entry)>& visit) const;
+
+ private:
+  struct Record {
+    uint32_t name_at = 0;
+    uint32_t name_size = 0;
+    Entry entry;
+  };
+  struct Section {
+    std::string names;  ///< the records' names, back to back
+    std::vector<Record> records;
+    bool sorted = true;
+    [[nodiscard]] std::string_view name(const Record& record) const {
+      return std::string_view(names).substr(record.name_at, record.name_size);
+    }
+    void sort();
+    [[nodiscard]] const Record* find(std::string_view name) const;
+    [[nodiscard]] Record* find(std::string_view name) { return const_cast<Record*>(std::as_const(*this).find(name)); }
+  };
+
+  /// The directories sorted, each section sorted (serialize(), for_each()).
+  [[nodiscard]] std::vector<std::pair<const std::string*, const Section*>> sorted_sections() const;
+
+  mutable std::mutex m_mutex;
+  /// Sorted lazily, under m_mutex.
+  mutable std::unordered_map<std::string, Section> m_sections;
+  std::size_t m_count = 0;
+};
+
+}  // namespace hoist

@@ -1,0 +1,152 @@
+// ContentIndex: the file it is written as, what it vouches for, and a damaged one.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "hoist/sys/sha256.hpp"
+#include "hoist/transfer/content_index.hpp"
+#include "scoped_temp_dir.hpp"
+
+namespace {
+
+using hoist::ContentIndex;
+using hoist::FileStamp;
+using hoist::Sha256Digest;
+using hoist::test::ScopedTempDir;
+using hoist::test::write_text;
+
+Sha256Digest digest_of(const std::string& text) {
+  hoist::Sha256 sha;
+  sha.update(text);
+  return sha.final_digest();
+}
+
+struct stat lstat_of(const std::filesystem::path& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st;
+}
+
+ContentIndex::Entry entry_of(const std::filesystem::path& path, const std::string& content) {
+  return {digest_of(content), FileStamp::of(lstat_of(path))};
+}
+
+std::vector<std::string> paths_of(const ContentIndex& index) {
+  std::vector<std::string> paths;
+  index.for_each([&](const std::string& relpath, const ContentIndex::Entry& /*entry*/) { paths.push_back(relpath); });
+  return paths;
+}
+
+}  // namespace
+
+TEST_CASE("a content index is written and read back entry for entry, sorted by directory and name", "[transfer]") {
+  ContentIndex index;
+  ContentIndex::Entry a{digest_of("a"), FileStamp{7, 1, 1700000000, 5, 1800000000, 999999999}};
+  ContentIndex::Entry b{digest_of("b"), FileStamp{8, 2, -1, 0, 1, 1}};
+  index.add("usr/bin", "k3s", a);
+  index.add("", "z", b);
+  index.add("caf\xc3\xa9", "na\xc3\xafve.txt", b);
+  index.add("usr/bin", "ctr", b);
+  index.add("usr/bin", "k3s", b);  // replaces
+  CHECK(index.size() == 4);
+
+  const std::string bytes = index.serialize();
+  auto parsed = ContentIndex::parse(bytes, "/v/index");
+  REQUIRE(parsed);
+  CHECK(parsed->size() == 4);
+  CHECK(paths_of(*parsed) ==
+        std::vector<std::string>{"z", "caf\xc3\xa9/na\xc3\xafve.txt", "usr/bin/ctr", "usr/bin/k3s"});
+  const ContentIndex::Entry* k3s = parsed->find("usr/bin", "k3s");
+  REQUIRE(k3s != nullptr);
+  CHECK(k3s->digest == b.digest);
+  CHECK(k3s->stamp == b.stamp);
+  CHECK(parsed->find("usr/bin", "kubectl") == nullptr);
+  CHECK(parsed->find("usr", "bin") == nullptr);
+  // The same entries make the same bytes, whatever order they were added in.
+  CHECK(parsed->serialize() == bytes);
+
+  auto empty = ContentIndex::parse(ContentIndex().serialize(), "/v/empty");
+  REQUIRE(empty);
+  CHECK(empty->size() == 0);
+}
+
+TEST_CASE("an index vouches for a file only while its inode is the one indexed", "[transfer]") {
+  ScopedTempDir tmp;
+  const auto file = tmp / "etc/conf";
+  write_text(file, "version=1.0.0\n");
+  ContentIndex index;
+  index.add("etc", "conf", entry_of(file, "version=1.0.0\n"));
+
+  REQUIRE(index.vouch("etc", "conf", lstat_of(file)) == digest_of("version=1.0.0\n"));
+  CHECK_FALSE(index.vouch("etc", "other", lstat_of(file)));
+
+  SECTION("rewritten in place with its size and mtime put back: the ctime moved") {
+    const struct stat before = lstat_of(file);
+    ::usleep(20000);
+    write_text(file, "version=2.0.0\n");
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    REQUIRE(::utimensat(AT_FDCWD, file.c_str(), times, 0) == 0);
+    const struct stat after = lstat_of(file);
+    REQUIRE(after.st_size == before.st_size);
+    REQUIRE(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
+    REQUIRE(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+    CHECK_FALSE(index.vouch("etc", "conf", after));
+  }
+  SECTION("a chmod") {
+    ::usleep(20000);
+    REQUIRE(::chmod(file.c_str(), 0600) == 0);
+    CHECK_FALSE(index.vouch("etc", "conf", lstat_of(file)));
+  }
+  SECTION("replaced by another file") {
+    write_text(tmp / "new", "version=1.0.0\n");
+    REQUIRE(::rename((tmp / "new").c_str(), file.c_str()) == 0);
+    CHECK_FALSE(index.vouch("etc", "conf", lstat_of(file)));
+  }
+  SECTION("a directory or a symlink in its place") {
+    std::filesystem::remove(file);
+    std::filesystem::create_symlink("elsewhere", file);
+    CHECK_FALSE(index.vouch("etc", "conf", lstat_of(file)));
+  }
+}
+
+TEST_CASE("a damaged index is refused with its name and what is wrong", "[transfer]") {
+  ContentIndex index;
+  index.add("bin", "tool", {digest_of("x"), FileStamp{1, 1, 1, 1, 1, 1}});
+  index.add("etc", "conf", {digest_of("y"), FileStamp{2, 2, 2, 2, 2, 2}});
+  const std::string bytes = index.serialize();
+
+  auto message = [](const std::string& damaged) {
+    auto parsed = ContentIndex::parse(damaged, "/var/lib/hoist/c/.index/2.0.0");
+    REQUIRE_FALSE(parsed);
+    return parsed.error().message;
+  };
+  const std::string prefix = "content index '/var/lib/hoist/c/.index/2.0.0' is damaged: ";
+  CHECK(message(bytes.substr(0, bytes.size() - 1)) == prefix + "its checksum does not match (cut short, or changed)");
+  CHECK(message(bytes.substr(0, 30)) == prefix + "it is cut short");
+  CHECK(message(bytes.substr(0, 10)) == prefix + "it does not start as a content index of this hoist does");
+  CHECK(message("") == prefix + "it does not start as a content index of this hoist does");
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] = static_cast<char>(flipped[bytes.size() / 2] ^ 0x10);
+  CHECK(message(flipped) == prefix + "its checksum does not match (cut short, or changed)");
+  CHECK(message("hoist-content-index 1\n") == prefix + "it is cut short");
+
+  // Well summed, badly formed: what only a hoist with a bug would write.
+  auto summed = [](const std::string& body) {
+    const Sha256Digest sum = digest_of(body);
+    return body + std::string(reinterpret_cast<const char*>(sum.data()), sum.size());
+  };
+  const std::string magic = "hoist-content-index 1\n";
+  CHECK(message(summed(magic + std::string("\x02\x01"
+                                           "b\x00\x01"
+                                           "a\x00",
+                                           7))) == prefix + "a directory is out of order or not a relative path");
+  CHECK(message(summed(magic + std::string("\x01\x00\x01\x02..", 6))) ==
+        prefix + "a name is out of order or not a file name");
+  CHECK(message(summed(magic + std::string("\x00\x00", 2))) == prefix + "it goes on after its last entry");
+  CHECK(message(summed(magic + std::string("\x01\x00\x01\x01x", 5))) == prefix + "it ends inside a digest");
+}
