@@ -21,7 +21,7 @@ pytest.register_assert_rewrite("real_cluster", "prepare_harness")
 
 from dbus_harness import SystemBus, available as dbus_available
 from kube_api import ApiError
-from payloads import fake_k3s, state_of
+from payloads import fake_k3s, host_read, state_of
 from real_cluster import (KUBE, NAMESPACE, REFERENCE, apply_overlay, container_log, get_node, get_plan, import_payload,
                           jobs_of, label_node, node_events, plan_events, plan_of, pods_of, wait_for_job,
                           wait_for_pod_exit)
@@ -212,6 +212,40 @@ def test_a_refused_downgrade_fails_pod_after_pod_and_leaves_the_node_cordoned(
     assert systemd.called("RestartUnit") == []
     # The Warning Event about the node: posted, and refused by 1.20 for its namespace (see above).
     assert f"could not post event HoistUpgradeFailed on node '{node}'" in container_log(cluster, second)
+
+
+@pytest.mark.parametrize("suc_settings", [{"backoff_limit": 0}], ids=["backoff-limit-0"])
+def test_a_failing_health_check_switches_back_and_the_plan_says_why_the_job_failed(
+        real_cluster, suc, bus, payloads, hoist_images, tmp_path, wait_job_created):
+    cluster, node = real_cluster, real_cluster.server_node
+    # k3s fails a second after its first restart (the new version); the restart back to the old one is healthy.
+    systemd = bus.start("systemd_manager", dies={"k3s.service": 1000}, sick_jobs=[1])
+    root = suc.host_root(node)
+    installed = fake_k3s(root, tmp_path, K3S_OLD).read_bytes()
+    # A check that fails keeps looking for the whole --health-timeout: the shipped Plan's 300 s would only make
+    # this test 280 s longer.
+    k3s_server(cluster, suc, payloads, hoist_images, tmp_path, K3S_NEW, health_timeout=20)
+    job = wait_job_created("k3s-server")
+    pod, terminated = wait_for_pod_exit(cluster, job["metadata"]["name"], timeout=300, suc=suc)
+    assert terminated["exitCode"] == 1, (terminated, container_log(cluster, pod))
+    job = wait_for_job(cluster, "k3s-server", 120, condition="Failed", suc=suc)
+    pod = pods_of(cluster, job["metadata"]["name"])[-1]
+    upgrade = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "upgrade")
+    assert upgrade["state"]["terminated"]["exitCode"] == 1, upgrade
+    log = container_log(cluster, pod)
+    assert f"switching back to {K3S_OLD}" in log or "switching back" in log, log
+    assert host_read(root, "/usr/local/bin/k3s") == installed   # the k3s that was there, switched back to
+    assert len(systemd.called("RestartUnit")) == 2
+    # SUC's Job handler: the Plan's Complete condition carries the Job's failure.
+    failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
+    expected = (f"Job {NAMESPACE}/{job['metadata']['name']} failed on Node {node}: {failed['reason']}: "
+                f"{failed['message']}")
+    cluster.api.wait_for("the Plan's Complete condition names the failed Job", lambda: any(
+        c["type"] == "Complete" and c["status"] == "False" and c["reason"] == "JobFailed"
+        and c["message"] == expected for c in get_plan(cluster, "k3s-server")["status"]["conditions"]), 60)
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert plan_events(cluster, "k3s-server", "JobFailed")
+    assert get_node(cluster, node)["spec"].get("unschedulable") is True  # a failed Job leaves it cordoned
 
 
 def test_hoist_reports_a_403_clearly_when_a_shipped_role_binding_is_removed(
