@@ -1,4 +1,4 @@
-"""Exit 1 and the host it leaves (README "Exit codes"; docs/how-it-works.md, "What exit 1 leaves on the host"):
+"""Exit 1 and the host it leaves (README, "Exit codes"; docs/how-it-works.md, "What exit 1 leaves on the host"):
 for each way a run that switched ends in 1, the link, the state and what systemd and logind were asked, through
 the binary. A restart that fails, a reboot that does not come, is handled as a failed health check is (those are in
 test_health.py): the run switches back. Where it cannot, the test holds it to what the docs say instead."""

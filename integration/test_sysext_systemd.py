@@ -79,7 +79,7 @@ CASES = [
     ("the own name wins over strict=0", HOST, b"ID=debian\nVERSION_ID=12\n", NAME, b"0"),
 ]
 
-# Where hoist knowingly differs from systemd 252 (README, "System extensions"): newer systemd matches ID_LIKE too.
+# Where hoist knowingly differs from systemd 252 (docs/sysext.md, "System extensions"): newer systemd matches ID_LIKE too.
 KNOWN_DIFFERENCES = [
     ("the host's ID_LIKE", b"ID=ubuntu\nID_LIKE=debian\nVERSION_ID=24.04\n", b"ID=debian\nVERSION_ID=24.04\n",
      NAME, None),

@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-# Each room and the rooms it builds on directly (README, "Layout of the repository").
+# Each room and the rooms it builds on directly (docs/dev/layout.md, "Layout of the repository").
 # A room may include its own headers and the public headers (include/hoist/<room>/) of
 # every room reachable from it here; nothing else.
 ROOMS = {

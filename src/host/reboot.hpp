@@ -31,7 +31,7 @@ struct RebootOptions {
   std::chrono::milliseconds retry_interval{2000};
 };
 
-/// Asks the host to reboot, the cleanest way it offers (README, "Reboot"):
+/// Asks the host to reboot, the cleanest way it offers (docs/host-actions.md, "Reboot"):
 /// logind's RebootWithFlags with ROOT_CHECK_INHIBITORS; Reboot(false) when
 /// logind does not know that method (UnknownMethod); systemd's
 /// StartUnit("reboot.target", "replace-irreversibly") when there is no logind

@@ -1,7 +1,7 @@
 // hoist-durable-bench DIR FILES SIZE ROUNDS
 //
 // The measurement behind hoist's choice of one syncfs(2) over an fsync of each
-// file (README, "Durability and crash safety"): ROUNDS times, FILES fresh files
+// file (docs/how-it-works.md, "Durability and crash safety"): ROUNDS times, FILES fresh files
 // of SIZE bytes (in FILES/50+1 directories) under a new directory in DIR, made
 // durable by make_tree_durable() with each strategy, each starting from a
 // sync(2). Prints one line a round: "FILES SIZE PER_FILE_SECONDS SYNCFS_SECONDS".

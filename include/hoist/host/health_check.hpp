@@ -12,8 +12,8 @@ namespace hoist {
 
 class SystemBus;
 
-/// One `--health-check`: what must hold after a switch for the new version to stay (README, "Health checks and
-/// automatic rollback").
+/// One `--health-check`: what must hold after a switch for the new version to stay (docs/host-actions.md,
+/// "Health checks and automatic rollback").
 struct HealthCheck {
   enum class Kind {
     unit,        ///< `unit:NAME`: the unit is active and has not (re)entered that state for the settle time

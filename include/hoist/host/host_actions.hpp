@@ -26,7 +26,7 @@ inline constexpr std::chrono::seconds k_default_restart_timeout{120};
 
 /// What a run does to the host beyond its files: the flags `--remount`,
 /// `--restart UNIT`, `--reboot`, `--reboot-timeout` and `--restart-timeout`
-/// of `upgrade` and `rollback` (README, "Remount" and "Restarts and reboots").
+/// of `upgrade` and `rollback` (docs/host-actions.md, "Remount" and "Restarts and reboots").
 struct HostActions {
   Remount remount = Remount::no;
   std::vector<std::string> restart_units;  ///< in order; each a systemd unit name

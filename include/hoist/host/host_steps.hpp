@@ -67,7 +67,7 @@ enum class Handshake {
 inline constexpr const char* k_mount_namespace_env = "HOIST_HOST_MOUNT_NAMESPACE";
 
 /// The steps of `upgrade` and `rollback` that talk to the host beyond its
-/// files (README, "Remount", "Restarts and reboots", "The reboot handshake"),
+/// files (docs/host-actions.md, "Remount", "Restarts and reboots", "The reboot handshake"),
 /// called at fixed points of a run, all under the lock:
 ///
 ///   settle_pending_reboot (per component, before the gate)

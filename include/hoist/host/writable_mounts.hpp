@@ -10,14 +10,14 @@
 
 namespace hoist {
 
-/// The host paths a component of `kind` writes (README, "On the host"): its
+/// The host paths a component of `kind` writes (docs/how-it-works.md, "On the host"): its
 /// destination, or the directory that holds the destination's link, and its
 /// directory under the state directory.
 std::vector<std::string> paths_written(ComponentKind kind, const std::string& destination,
                                        const std::string& component_dir);
 
 /// The mounts a run writes to, made writable for the run (`--remount`;
-/// README, "Remount"), in the host's mount namespace when this process can
+/// docs/host-actions.md, "Remount"), in the host's mount namespace when this process can
 /// enter it (`namespace_path`, /proc/1/ns/mnt in a hostPID pod), else in its
 /// own, which the log says. Read-only again on restore() and, at the latest,
 /// on destruction (so also after a failure or SIGTERM), and even after a

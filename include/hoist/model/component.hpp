@@ -12,7 +12,7 @@
 
 namespace hoist {
 
-/// How a component lives on the host (README.md, "The kinds"; ARCHITECTURE.md, "On-host layout").
+/// How a component lives on the host (docs/upgrading.md, "The kinds"; ARCHITECTURE.md, "On-host layout").
 enum class ComponentKind {
   tree,  ///< versions side by side under the destination, `current` switches
   file,  ///< one file; its host path is a link to the current version's copy

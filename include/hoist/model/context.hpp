@@ -9,7 +9,7 @@
 
 namespace hoist {
 
-/// The options every command shares (README.md, "The command line"). How hoist
+/// The options every command shares (docs/command-line.md, "The command line"). How hoist
 /// logs (`--log-format`, `-v`) is the command line's own business, not here.
 struct GlobalOptions {
   std::string host_root;  ///< empty: /host when it exists, else /

@@ -15,7 +15,7 @@ namespace hoist {
 inline constexpr int k_manifest_schema = 1;
 
 /// A payload manifest (`hoist upgrade --manifest FILE`): several components
-/// upgraded in one run. JSON, read strictly (README, "The payload manifest"):
+/// upgraded in one run. JSON, read strictly (docs/manifest.md, "The payload manifest"):
 ///
 ///     {"schema": 1, "version": "v1.30.1+k3s1", "version_scheme": "k3s",
 ///      "components": [{"name": "k3s", "kind": "file", "source": "bin/k3s",

@@ -80,7 +80,7 @@ struct QuarantinedVersion {
   std::string reason;  ///< "rolled back to 1.0.0"
 };
 
-/// The verdict of the health checks on a version (README, "Health checks and automatic rollback").
+/// The verdict of the health checks on a version (docs/host-actions.md, "Health checks and automatic rollback").
 struct HealthRecord {
   std::string version;  ///< the version checked
   std::string verdict;  ///< passed | failed

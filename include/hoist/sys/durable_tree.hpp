@@ -15,7 +15,7 @@ enum class Durability {
 /// The strategy hoist uses: syncfs(2) where the kernel reports writeback errors
 /// through it (Linux 5.8 and later; before, syncfs returned 0 even when a page
 /// failed to reach the disk, so it could not be trusted), else per-file fsync.
-/// syncfs is much faster on trees of many small files (README, "Durability").
+/// syncfs is much faster on trees of many small files (docs/how-it-works.md, "Durability").
 Durability default_durability();
 
 /// Whether the running kernel's syncfs(2) reports writeback errors: the release
