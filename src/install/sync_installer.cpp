@@ -151,7 +151,7 @@ class SyncInstaller final : public Installer {
         if (state != nullptr && state->current == from) {
           if (!state->rollback || state->rollback->from != from) {
             // Begun by a hoist that recorded no intent: its target was the previous version.
-            state->rollback = RollbackIntent{from, state->previous, now_rfc3339(), {}, ""};
+            state->rollback = RollbackIntent{from, state->previous, now_rfc3339(), {}, "", true, "", ""};
           }
           record_rollback(*state);
           state_changed = true;

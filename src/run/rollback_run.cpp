@@ -234,7 +234,7 @@ void switch_back(const HostRoot& root, const StateStore& store, ComponentState& 
   // finds this switch done by a killed run (reconcile_with_host()) records it as this one would have, and does
   // the restarts.
   state.rollback =
-      RollbackIntent{state.current, target, now_rfc3339(), owed_restarts, why, quarantine == Quarantine::yes};
+      RollbackIntent{state.current, target, now_rfc3339(), owed_restarts, why, quarantine == Quarantine::yes, "", ""};
   state.boot_id = read_boot_id(root);
   store.save(state);
   installer->rollback(target, state.current);
