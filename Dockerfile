@@ -57,7 +57,8 @@ COPY src src
 # The binary only (no tests, no Catch2), at -O2 as CI's RelWithDebInfo build
 # but without the debug info that strip would drop anyway (a faster compile).
 # The context has no .git: the commit comes from scripts/image, for `hoist
-# version` (so a new commit compiles again, even one that changed no source).
+# version`. It is the last commit that changed what this file builds from, so
+# a commit that changed only tests or docs reuses this layer.
 ARG HOIST_REVISION=unknown
 RUN set -eu; \
     HOIST_BUILD_DIR=/build scripts/build -DHOIST_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \

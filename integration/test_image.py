@@ -91,13 +91,29 @@ def podman_problem():
     return None
 
 
+def image_name():
+    """The name scripts/image gives hoist's image here (HOIST_IMAGE): one per checkout. Checkouts of the repository on
+    one machine (git worktrees) share the store of scripts/podman; under scripts/image's default name, two builds at
+    once would tag over each other's image and build stage, and a test would run the other checkout's hoist. The
+    tag stays scripts/image's (v<version>), the one the Plans name."""
+    checkout = REPO.resolve()
+    slug = re.sub(r"[^a-z0-9]+", "-", checkout.name.lower()).strip("-")[:20] or "checkout"
+    return f"localhost/hoist-{slug}-{hashlib.sha256(str(checkout).encode()).hexdigest()[:8]}"
+
+
+def shipped_image(image):
+    """The name the Plans of deploy/ give hoist's image, with the tag of `image`."""
+    return "localhost/hoist:" + image.rsplit(":", 1)[1]
+
+
 @pytest.fixture(scope="session")
 def hoist_image():
     problem = podman_problem()
     if problem:
         pytest.skip(problem)
     started = time.monotonic()
-    build = subprocess.run([str(REPO / "scripts/image")], capture_output=True, text=True, timeout=3300)
+    build = subprocess.run([str(REPO / "scripts/image")], capture_output=True, text=True, timeout=3300,
+                           env=dict(os.environ, HOIST_IMAGE=image_name()))
     assert build.returncode == 0, f"scripts/image failed:\n{build.stderr[-6000:]}"
     image = build.stdout.strip().splitlines()[-1]
     print(f"\nscripts/image: {image} in {time.monotonic() - started:.1f} s")
@@ -631,7 +647,7 @@ def test_a_sysext_for_another_os_is_refused(plans, payloads, host_root, tmp_path
 def test_the_agent_plans_prepare_container_waits_for_the_server_plan(plans, hoist_image, cluster, server, pki,
                                                                     host_root, tmp_path):
     agent = plans["k3s-agent"]
-    assert agent["spec"]["prepare"]["image"] == hoist_image  # scripts/image's tag, v<version>
+    assert agent["spec"]["prepare"]["image"] == shipped_image(hoist_image)  # scripts/image's tag, v<version>
     account = make_service_account(tmp_path / "sa", pki["ca"], "token-1", "system-upgrade")
     job = Job(agent, host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
               kubernetes=(server.host, server.port), service_account=account)

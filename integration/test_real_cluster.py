@@ -58,9 +58,16 @@ def k3s_server(cluster, suc, payloads, hoist_images, tmp_path, version, drop=("k
         if health_timeout:
             args = spec["upgrade"]["args"]
             args[args.index("--health-timeout=300")] = f"--health-timeout={health_timeout}"
-    result, docs = apply_overlay(cluster, tmp_path, "k3s", {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, change)
+    result, docs = apply_overlay(cluster, tmp_path, "k3s", image_names(hoist_images, image), change)
     assert result.returncode == 0, result.stderr
     return docs
+
+
+def image_names(hoist_images, k3s):
+    """The overlay's image names: deploy/'s localhost/hoist (the agents' prepare step) as the tests' hoist image,
+    which has a name of the checkout's own (docs/dev/testing.md), and the k3s payload as its test build. The tags
+    stay the Plans' own."""
+    return {"localhost/hoist": hoist_images["hoist"].rsplit(":", 1)[0], "localhost/hoist-k3s": k3s.rsplit(":", 1)[0]}
 
 
 def termination_message(pod, container="upgrade"):
@@ -286,8 +293,7 @@ def test_the_agent_plans_prepare_waits_for_the_server_plan_through_the_real_api(
         def change(docs):
             for plan in ("k3s-server", "k3s-agent"):
                 plan_of(docs, plan)["spec"]["version"] = K3S_NEW
-        result, docs = apply_overlay(cluster, tmp_path, "k3s", {"localhost/hoist-k3s": image.rsplit(":", 1)[0]},
-                                     change)
+        result, docs = apply_overlay(cluster, tmp_path, "k3s", image_names(hoist_images, image), change)
         apply_ok(result)
         agent_job = wait_job_created("k3s-agent")
         server_job = wait_for_job(cluster, "k3s-server", 300, suc=suc)
