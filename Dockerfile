@@ -27,7 +27,8 @@ ARG HOIST_TARGET_ARCH=
 # source of each pinned series), so that a security update in the archive
 # rebuilds this layer, as it changes scripts/deps' cache key. Only the
 # packages the build needs (the list's first part), not the test tools,
-# fuzzers and VM tools.
+# fuzzers and VM tools (scripts/image's context holds only that part, so that
+# a test tool added to the list keeps this layer cached).
 COPY scripts/deps scripts/apt-packages scripts/deps-inputs.txt scripts/
 # a cross build's deps are built with its CMake toolchain file (in scripts/deps' cache key)
 COPY cmake/toolchain-arm64.cmake cmake/
