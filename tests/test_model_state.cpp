@@ -190,7 +190,8 @@ TEST_CASE("the recorded SELinux label loads back, is written only when there is 
 TEST_CASE("a rollback intent keeps its reason; one without a reason writes none", "[state]") {
   auto state = sample();
   state.last_rollback.reset();
-  state.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-25T00:00:00Z", {}, "health check"};
+  state.rollback =
+      hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-25T00:00:00Z", {}, "health check", true, "", ""};
   const std::string text = hoist::to_json_text(state);
   CHECK(text.find("\"reason\": \"health check\"") != std::string::npos);
   CHECK(hoist::parse_state(text, "s").rollback->reason == "health check");
@@ -218,7 +219,8 @@ TEST_CASE("a state from before rollbacks were recorded has no last rollback", "[
 TEST_CASE("a rollback intent that leaves its version out of quarantine says so; one from before quarantines",
           "[state]") {
   auto state = sample();
-  state.rollback = hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-25T00:00:00Z", {}, "no bus", false};
+  state.rollback =
+      hoist::RollbackIntent{"v1.30.1+k3s1", "v1.29.5+k3s1", "2026-11-25T00:00:00Z", {}, "no bus", false, "", ""};
   const std::string text = hoist::to_json_text(state);
   CHECK(text.find("\"quarantine\": false") != std::string::npos);
   CHECK_FALSE(hoist::parse_state(text, "s").rollback->quarantine);

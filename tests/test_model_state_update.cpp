@@ -221,7 +221,8 @@ TEST_CASE("a switch back with a reason is recorded for it; a plain rollback as a
   state.owed_health_checks = {"unit:k3s"};
   state.last_result = hoist::LastResult{"upgrade", "rolled-back", "2.0.0", "2026-11-25T00:00:00Z", "why; back"};
   auto plain = state;
-  state.rollback = hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {}, "health check unit:k3s failed"};
+  state.rollback =
+      hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {}, "health check unit:k3s failed", true, "", ""};
   hoist::record_rollback(state);
   CHECK((state.current == "1.0.0" && state.previous == "2.0.0" && !state.rollback));
   REQUIRE(state.quarantined.size() == 1);
@@ -231,7 +232,7 @@ TEST_CASE("a switch back with a reason is recorded for it; a plain rollback as a
   CHECK((state.last_result->command == "upgrade" && state.last_result->outcome == "rolled-back" &&
          state.last_result->message == "why; back"));
 
-  plain.rollback = hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {}, ""};
+  plain.rollback = hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {}, "", true, "", ""};
   hoist::record_rollback(plain);
   CHECK(plain.quarantined.at(0).reason == "rolled back to 1.0.0");
   CHECK(plain.owed_health_checks.empty());
@@ -244,7 +245,7 @@ TEST_CASE("a switch back replaces the restarts the version it leaves owed, and m
   auto state = with_versions({"1.0.0", "2.0.0"}, "2.0.0", "1.0.0");
   state.owed_restarts = {"k3s.service", "other.service"};
   state.rollback =
-      hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {"k3s.service"}, "no system bus", false};
+      hoist::RollbackIntent{"2.0.0", "1.0.0", "2026-11-25T00:00:00Z", {"k3s.service"}, "no system bus", false, "", ""};
   hoist::record_rollback(state);
   CHECK(state.current == "1.0.0");
   CHECK(state.owed_restarts == std::vector<std::string>{"k3s.service"});
