@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "hoist/kube/https_connection.hpp"
-#include "hoist/kube/yaml_document.hpp"
 #include "hoist/model/input_file.hpp"
 #include "hoist/model/suc_context.hpp"
 #include "hoist/sys/base64.hpp"
 #include "hoist/sys/secrets.hpp"
+#include "hoist/sys/yaml_document.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/file_io.hpp"
 #include "hoist/util/text.hpp"

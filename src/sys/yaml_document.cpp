@@ -1,4 +1,4 @@
-#include "hoist/kube/yaml_document.hpp"
+#include "hoist/sys/yaml_document.hpp"
 
 #include <yaml.h>
 

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "hoist/kube/yaml_document.hpp"
 #include "hoist/sys/base64.hpp"
 #include "hoist/sys/tls_context.hpp"
+#include "hoist/sys/yaml_document.hpp"
 
 using nlohmann::json;
 
