@@ -253,6 +253,12 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
   }
 }
 
+void HostSteps::stop_unit(const std::string& unit) {
+  throw_if_interrupted("stopping " + unit);
+  bool queued = false;
+  restart_unit(bus(), unit, RestartMethod::stop, m_actions.restart_timeout, queued);
+}
+
 void HostSteps::strike_owed(const StateStore& store, const std::vector<SwitchedComponent>& components,
                             const std::string& unit) {
   for (const auto& component : components) {

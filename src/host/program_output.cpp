@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,7 +29,7 @@ int wait_for(pid_t pid) {
 
 Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string& host_path,
                                          const std::vector<std::string>& args, std::chrono::milliseconds timeout,
-                                         std::size_t max_output) {
+                                         std::size_t max_output, const std::vector<std::string>& environment) {
   const std::string shown = escaped(root.display(host_path));
   // Checked inside the root first: a missing program is an answer (nothing installed), not a failure.
   auto program = root.open(host_path, O_PATH);
@@ -49,7 +50,13 @@ Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string
   argv.push_back(nullptr);
   std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   std::string lang_env = "LC_ALL=C";
-  char* envp[] = {path_env.data(), lang_env.data(), nullptr};
+  std::vector<std::string> env_text{path_env, lang_env};
+  env_text.insert(env_text.end(), environment.begin(), environment.end());
+  std::vector<char*> envp;
+  for (auto& entry : env_text) {
+    envp.push_back(entry.data());
+  }
+  envp.push_back(nullptr);
   const std::string root_path = root.path().string();
 
   int pipe_fds[2];
@@ -64,6 +71,8 @@ Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string
   }
   if (pid == 0) {
     // The child: the host's root as its own, the pipe as stdout and stderr, nothing else open.
+    // A run killed (SIGKILL) must not leave a snapshot or a restore running without it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     sigset_t none;
     ::sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -72,7 +81,7 @@ Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string
         ::chroot(root_path.c_str()) != 0 || ::chdir("/") != 0) {
       ::_exit(127);
     }
-    ::execve(argv[0], argv.data(), envp);
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   write_end = Fd();

@@ -50,7 +50,10 @@ std::string unit_detail(sdbus::IConnection& connection, sdbus::IProxy& manager, 
 
 void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, std::chrono::milliseconds timeout,
                   bool& queued) {
-  const char* method_name = method == RestartMethod::restart ? "RestartUnit" : "ReloadOrRestartUnit";
+  const char* method_name = method == RestartMethod::restart ? "RestartUnit"
+                            : method == RestartMethod::stop  ? "StopUnit"
+                                                             : "ReloadOrRestartUnit";
+  const std::string verb = method == RestartMethod::stop ? "stop" : "restart";
   const std::string name(unit);
   auto manager =
       sdbus::createProxy(bus.connection(), sdbus::ServiceName{k_systemd_service}, sdbus::ObjectPath{k_systemd_path});
@@ -75,8 +78,8 @@ void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, s
     }
     manager->callMethod(method_name).onInterface(k_systemd_manager).withArguments(name, "replace").storeResultsTo(job);
   } catch (const sdbus::Error& e) {
-    throw Failure("failed to restart " + name + " (" + method_name + " on " + bus.display() + "): " + e.getMessage() +
-                  " (" + e.getName() + ")");
+    throw Failure("failed to " + verb + " " + name + " (" + method_name + " on " + bus.display() +
+                  "): " + e.getMessage() + " (" + e.getName() + ")");
   }
   queued = true;
   spdlog::info("{}: {} queued as job {}; waiting up to {} for it", name, method_name, std::string(job),
@@ -95,22 +98,22 @@ void restart_unit(SystemBus& bus, std::string_view unit, RestartMethod method, s
   };
   auto waited = bus.wait_until(ours, std::chrono::steady_clock::now() + timeout, stop_signals::wake_flag());
   if (!waited) {
-    throw Failure("failed to restart " + name + ": " + waited.error().message);
+    throw Failure("failed to " + verb + " " + name + ": " + waited.error().message);
   }
   switch (*waited) {
     case BusWait::interrupted:
-      throw_if_interrupted("the restart of " + name + " finished");
-      throw Interrupted("stopped before the restart of " + name + " finished");
+      throw_if_interrupted("the " + verb + " of " + name + " finished");
+      throw Interrupted("stopped before the " + verb + " of " + name + " finished");
     case BusWait::timed_out:
-      throw Failure("failed to restart " + name + ": job " + std::string(job) + " did not finish within " +
+      throw Failure("failed to " + verb + " " + name + ": job " + std::string(job) + " did not finish within " +
                     seconds(timeout) + " (--restart-timeout)");
     case BusWait::done: break;
   }
   if (end->result != "done" && end->result != "skipped") {
-    throw Failure("failed to restart " + name + ": the job's result is '" + end->result + "'" +
+    throw Failure("failed to " + verb + " " + name + ": the job's result is '" + end->result + "'" +
                   unit_detail(bus.connection(), *manager, name));
   }
-  spdlog::info("{}: restarted ({})", name, end->result);
+  spdlog::info("{}: {} ({})", name, method == RestartMethod::stop ? "stopped" : "restarted", end->result);
 }
 
 }  // namespace hoist

@@ -12,6 +12,7 @@ namespace hoist {
 enum class RestartMethod {
   restart,            ///< RestartUnit: stop, then start (`--restart`)
   reload_or_restart,  ///< ReloadOrRestartUnit: reload if the unit can, else restart (systemd-sysext.service)
+  stop,               ///< StopUnit: a k3s server stopped for its SQLite copy or a restore (docs/datastore.md)
 };
 
 /// The D-Bus names of systemd's manager, for callers and tests.

@@ -126,6 +126,10 @@ class HostSteps {
   void after_switch(const StateStore& store, const std::vector<SwitchedComponent>& components,
                     AfterRestarts after = AfterRestarts::reboot_per_policy);
 
+  /// Stops `unit` through systemd (StopUnit), waiting up to --restart-timeout: a k3s server is stopped before its
+  /// SQLite datastore is copied or restored. The caller records the start it then owes. Throws hoist::Failure.
+  void stop_unit(const std::string& unit);
+
   /// The host's system bus, connected at the first call (hoist::Failure when it cannot be).
   SystemBus& bus();
 

@@ -17,11 +17,12 @@ struct ProgramOutput {
 };
 
 /// Runs the host's program `host_path` with `args`, chrooted into `root` (so its libraries, its interpreter and
-/// the links it names are the host's), with stdin from /dev/null and a fixed PATH, and collects its output.
+/// the links it names are the host's), with stdin from /dev/null, a fixed PATH and `environment` (NAME=VALUE, e.g.
+/// what a unit gives the program), and collects its output.
 /// Killed (SIGKILL) and reported as an error when it runs past `timeout`; output past `max_output` bytes is
 /// dropped, never buffered. An error names the program; ENOENT when it does not exist.
 Expected<ProgramOutput> run_in_host_root(const HostRoot& root, const std::string& host_path,
                                          const std::vector<std::string>& args, std::chrono::milliseconds timeout,
-                                         std::size_t max_output);
+                                         std::size_t max_output, const std::vector<std::string>& environment = {});
 
 }  // namespace hoist
