@@ -14,6 +14,8 @@ Parameters (JSON, dbusmock -p):
   sick_jobs:       [n, ...]             which of a unit's jobs (1 = its first) `dies` and `flaps` apply to;
                                         all when absent (a rollback's restart starts a healthy old version)
   active_since:    {unit: s}            units active before any job, entered that many seconds ago (a boot)
+  stop_kills:      {unit: pidfile}      StopUnit sends SIGTERM to the pid in that file and waits for it to end (the
+                                        process that stands in for the unit: a k3s server's datastore writer)
   sysext_root:     DIR                  the host root (the harness passes it): a job of systemd-sysext.service
                                         refreshes the extensions linked there (see refresh_sysext)
 
@@ -27,6 +29,7 @@ call it.
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -56,6 +59,7 @@ def load(mock, parameters):
     mock.flaps = dict(parameters.get('flaps', {}))
     mock.sick_jobs = parameters.get('sick_jobs')
     mock.sysext_root = parameters.get('sysext_root')
+    mock.stop_kills = dict(parameters.get('stop_kills', {}))
     mock.sysext_merged = []
     mock.jobs_of = {}
     mock.AddProperties(MAIN_IFACE, {'Version': 'v252'})
@@ -241,6 +245,21 @@ def ReloadOrRestartUnit(self, name, _mode):
 
 @dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
 def StartUnit(self, name, _mode):
+    return queue_job(self, str(name))
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
+def StopUnit(self, name, _mode):
+    pidfile = self.stop_kills.get(str(name))
+    if pidfile and os.path.exists(pidfile):
+        pid = int(open(pidfile).read())
+        try:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(500):
+                os.kill(pid, 0)
+                time.sleep(0.01)
+        except ProcessLookupError:
+            pass
     return queue_job(self, str(name))
 
 

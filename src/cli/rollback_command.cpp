@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/run/rollback_run.hpp"
+#include "hoist/util/error.hpp"
 #include "host_action_options.hpp"
 
 namespace hoist::cli {
@@ -16,6 +17,12 @@ class RollbackCommand final : public Command {
     sub->add_option("--component", m_options.component, "the component")->required();
     sub->add_option("--to", m_options.to, "a kept version to switch to (default: walk back one version)");
     sub->add_flag("--allow-quarantined", m_allow_quarantined, "let --to name a version a rollback left");
+    sub->add_flag("--restore-snapshot", m_options.restore_snapshot,
+                  "a k3s or RKE2 server: first put back the datastore snapshot an upgrade from that version took "
+                  "(docs/datastore.md)");
+    sub->add_option("--datastore-timeout", m_datastore_timeout, "seconds a restore may take")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     m_host.add_to(*sub);
     sub->footer(k_footer);
     return sub;
@@ -25,6 +32,10 @@ class RollbackCommand final : public Command {
     m_options.allow_quarantined = m_allow_quarantined ? AllowQuarantined::yes : AllowQuarantined::no;
     m_options.durability = default_durability();
     m_options.host = m_host.actions(context);
+    m_options.datastore.timeout = std::chrono::seconds(m_datastore_timeout);
+    if (m_options.restore_snapshot && m_options.to.empty()) {
+      throw UsageError("--restore-snapshot needs --to: the version whose datastore to put back");
+    }
     return run_rollback(context, m_options);
   }
 
@@ -50,6 +61,7 @@ class RollbackCommand final : public Command {
   RollbackOptions m_options;
   bool m_allow_quarantined = false;
   HostActionOptions m_host;
+  unsigned m_datastore_timeout = 300;
 };
 
 }  // namespace

@@ -43,6 +43,14 @@ void print_text(const ComponentState& state) {
     }
     std::printf("  checks owed for %s: %s\n", state.current.c_str(), owed.c_str());
   }
+  for (const auto& snapshot : state.datastore_snapshots) {
+    std::printf("  datastore snapshot of %s (before %s, %s): %s, taken at %s\n", snapshot.from.c_str(),
+                snapshot.to.c_str(), snapshot.kind.c_str(), snapshot.path.c_str(), snapshot.taken_at.c_str());
+  }
+  if (state.kept_for_datastore) {
+    std::printf("  kept %s since %s, not switched back: %s\n", state.kept_for_datastore->version.c_str(),
+                state.kept_for_datastore->since.c_str(), state.kept_for_datastore->reason.c_str());
+  }
   if (state.pending_reboot) {
     std::printf("  pending reboot to %s (requested at %s from boot %s)\n", state.pending_reboot->target.c_str(),
                 state.pending_reboot->requested_at.c_str(), state.pending_reboot->boot_id.c_str());

@@ -129,6 +129,15 @@ class UpgradeCommand final : public Command {
     m_app->add_option("--health-timeout", m_health_timeout, "seconds the checks may take to pass, in all")
         ->check(CLI::PositiveNumber)
         ->default_str(std::to_string(k_default_health_timeout.count()));
+    m_app
+        ->add_option("--datastore-snapshot", m_datastore_snapshot,
+                     "a k3s or RKE2 server's datastore: take a snapshot before the switch (SQLite copied with the "
+                     "server stopped, etcd through etcd-snapshot save), or skip it (docs/datastore.md)")
+        ->check(CLI::IsMember({"take", "skip"}))
+        ->capture_default_str();
+    m_app->add_option("--datastore-timeout", m_datastore_timeout, "seconds a snapshot or a restore may take, each")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     return m_app;
   }
 
@@ -223,6 +232,8 @@ class UpgradeCommand final : public Command {
     options.max_unpack_ratio = static_cast<double>(m_max_unpack_ratio);
     options.threads = m_threads;
     options.summary = &m_summary;
+    options.datastore.policy = parse_datastore_snapshot_policy(m_datastore_snapshot);
+    options.datastore.timeout = std::chrono::seconds(m_datastore_timeout);
     if (m_dry_run) {
       print_preview(preview_upgrade(context, std::move(items), options));
       return ExitCode::ok;
@@ -274,6 +285,8 @@ class UpgradeCommand final : public Command {
   unsigned m_health_settle = static_cast<unsigned>(k_default_health_settle.count());
   unsigned m_health_timeout = static_cast<unsigned>(k_default_health_timeout.count());
   HealthPolicy m_health;
+  std::string m_datastore_snapshot = "take";
+  unsigned m_datastore_timeout = 300;
 };
 
 }  // namespace

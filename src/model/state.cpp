@@ -190,6 +190,25 @@ std::string to_json_text(const ComponentState& state) {
   if (!state.selinux_label.empty()) {
     document["selinux_label"] = state.selinux_label;
   }
+  // Written only for a server whose datastore hoist snapshots, so that other states read as before.
+  if (!state.datastore_snapshots.empty()) {
+    json snapshots = json::array();
+    for (const auto& snapshot : state.datastore_snapshots) {
+      snapshots.push_back({{"from", snapshot.from},
+                           {"to", snapshot.to},
+                           {"kind", snapshot.kind},
+                           {"path", snapshot.path},
+                           {"taken_at", snapshot.taken_at},
+                           {"bytes", snapshot.bytes},
+                           {"how", snapshot.how}});
+    }
+    document["datastore_snapshots"] = snapshots;
+  }
+  if (state.kept_for_datastore) {
+    document["kept_for_datastore"] = {{"version", state.kept_for_datastore->version},
+                                      {"since", state.kept_for_datastore->since},
+                                      {"reason", state.kept_for_datastore->reason}};
+  }
   return document.dump(2) + "\n";
 }
 
@@ -300,6 +319,30 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
       top.fail("field 'selinux_label' must be an SELinux context");
     }
     state.selinux_label = label->get<std::string>();
+  }
+  // Written only for a server's datastore (docs/datastore.md).
+  if (const auto snapshots = document.find("datastore_snapshots"); snapshots != document.end()) {
+    if (!snapshots->is_array()) {
+      top.fail("field 'datastore_snapshots' must be an array");
+    }
+    for (const json& item : *snapshots) {
+      const Reader r(item, where + " in 'datastore_snapshots'");
+      const json& bytes = r.any("bytes");
+      if (!bytes.is_number_unsigned()) {
+        r.fail("field 'bytes' must be a non-negative integer");
+      }
+      const std::string kind = r.string("kind");
+      if (kind != "sqlite" && kind != "etcd") {
+        r.fail("field 'kind' must be sqlite or etcd");
+      }
+      state.datastore_snapshots.push_back(DatastoreSnapshot{r.string("from"), r.string("to"), kind, r.string("path"),
+                                                            r.string("taken_at"), bytes.get<std::uint64_t>(),
+                                                            r.string("how")});
+    }
+  }
+  if (const auto kept = document.find("kept_for_datastore"); kept != document.end() && !kept->is_null()) {
+    const Reader r(*kept, where + " in 'kept_for_datastore'");
+    state.kept_for_datastore = KeptForDatastore{r.string("version"), r.string("since"), r.string("reason")};
   }
   if (const json& reboot = top.any("pending_reboot"); !reboot.is_null()) {
     const Reader r(reboot, where + " in 'pending_reboot'");

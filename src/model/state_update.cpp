@@ -55,6 +55,7 @@ void record_switch(ComponentState& state, const std::string& version, const std:
   }
   state.current = version;
   state.switching.reset();
+  state.kept_for_datastore.reset();  // a switch of any kind ends what a kept version waited for
   std::erase_if(state.quarantined, [&](const QuarantinedVersion& q) { return q.version == version; });
   forget_version(state, version);
   state.versions.push_back(VersionRecord{version, now_rfc3339()});
@@ -174,6 +175,7 @@ void record_rollback(ComponentState& state) {
         intent.from, now_rfc3339(), intent.reason.empty() ? "rolled back to " + intent.to : intent.reason});
   }
   state.current = intent.to;
+  state.kept_for_datastore.reset();
   // A sync's one backup is used up; the links of the other kinds swap.
   state.previous = state.kind == to_string(ComponentKind::sync) ? std::string() : intent.from;
   // This switch's restarts replace what the version it left still owed: they were owed to that version.

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "datastore_snapshot.hpp"
 #include "hoist/host/boot_id.hpp"
 #include "hoist/host/interrupted.hpp"
+#include "hoist/host/server_datastore.hpp"
 #include "hoist/host/writable_mounts.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/model/component.hpp"
@@ -51,11 +53,93 @@ struct Retreat {
     switch_back,  ///< to its previous version (switch_back(), as `hoist rollback`)
     withdraw,     ///< a first install of a sysext: its link removed (withdraw())
     stay,         ///< a first install of another kind: nothing to go back to; it keeps what it owes
+    keep,         ///< a server whose datastore cannot follow a switch back: it stays on the failed version
   };
   ComponentState state;
   How how = How::stay;
-  std::vector<std::string> owed_restarts;  ///< what going back owes: the units that ran the version left
+  std::vector<std::string> owed_restarts;    ///< what going back owes: the units that ran the version left
+  std::optional<ServerDatastore> server;     ///< the k3s or RKE2 server that runs it
+  std::optional<DatastoreSnapshot> restore;  ///< switch_back: the snapshot put back before the switch
+  std::string kept_why;                      ///< keep: why not, the snapshot and the steps
 };
+
+// "1.30" of "v1.30.1+k3s1": Kubernetes migrates its stored objects between minor versions, not within one.
+std::string minor_of(const std::string& version) {
+  std::string text = version;
+  if (!text.empty() && (text.front() == 'v' || text.front() == 'V')) {
+    text.erase(0, 1);
+  }
+  const size_t first = text.find('.');
+  if (first == std::string::npos) {
+    return text;
+  }
+  return text.substr(0, text.find_first_of(".-+", first + 1));
+}
+
+// How far a server's datastore lets `retreat` go back (docs/datastore.md, "When hoist switches back"): a restore
+// of its snapshot first, a plain switch back, or none (How::keep). `ran`: whether the failed version was started.
+void plan_datastore(const Context& context, const StateStore& store, HostSteps& host, Retreat& retreat, bool ran,
+                    const DatastoreOptions& options) {
+  ComponentState& state = retreat.state;
+  if (retreat.how != Retreat::How::switch_back || state.kind != to_string(ComponentKind::file)) {
+    return;
+  }
+  const std::string from = state.previous;
+  const std::string to = state.current;
+  try {
+    retreat.server =
+        find_server_datastore(context.root(), state.destination, host.restarts_owed_by(ComponentKind::file));
+  } catch (const Failure& e) {
+    retreat.how = Retreat::How::keep;
+    retreat.kept_why = "cannot tell what its server's datastore is (" + std::string(e.what()) + ")";
+    return;
+  }
+  if (!retreat.server) {
+    return;
+  }
+  const ServerDatastore& server = *retreat.server;
+  const DatastoreSnapshot* snapshot = nullptr;
+  for (const auto& taken : state.datastore_snapshots) {
+    if (taken.from == from && taken.to == to) {
+      snapshot = &taken;
+    }
+  }
+  if (!ran) {
+    spdlog::info("{}: {} was never started, so the {} datastore is as {} left it", state.component, to,
+                 to_string(server.kind), from);
+    return;
+  }
+  const int members = server.kind == DatastoreKind::etcd && options.etcd_members ? options.etcd_members(server) : 0;
+  if (snapshot != nullptr && (snapshot->kind == "sqlite" || members == 1)) {
+    retreat.restore = *snapshot;
+    return;
+  }
+  if (minor_of(from) == minor_of(to) && server.kind != DatastoreKind::etcd) {
+    spdlog::info("{}: {} and {} are one Kubernetes minor: the {} datastore needs no restore", state.component, from, to,
+                 to_string(server.kind));
+    return;
+  }
+  std::string why;
+  if (server.kind == DatastoreKind::etcd && snapshot != nullptr) {
+    why = members > 1 ? "etcd has " + std::to_string(members) + " members, and restoring it takes every server"
+                      : "hoist cannot tell how many members etcd has, and a restore on one of several would split "
+                        "the cluster";
+  } else if (server.kind == DatastoreKind::etcd) {
+    why = "there is no snapshot, and hoist cannot tell whether " + to + " moved etcd's data";
+  } else {
+    why = to + " is another Kubernetes minor than " + from + " and may have migrated the " +
+          std::string(to_string(server.kind)) + " datastore, and there is no snapshot";
+  }
+  why += " (" + std::string(to_string(server.kind)) + ": " + server.location + ")";
+  if (snapshot != nullptr) {
+    why += "; the snapshot " + snapshot->path + " holds " + from + "'s datastore";
+  }
+  why += "; to go back: " + restore_steps(server, snapshot, from, state.component,
+                                          kept_binary(store.state_dir(), state.component, from, state.destination),
+                                          members == 1);
+  retreat.how = Retreat::How::keep;
+  retreat.kept_why = why;
+}
 
 // Takes every component of `retreats` back as its How says, records `why` (rolled-back, or failed for one that
 // stays), does the restarts going back owes (and, with AfterRestarts::reboot_per_policy, the reboot --reboot asks
@@ -63,12 +147,13 @@ struct Retreat {
 [[noreturn]] void go_back(const Context& context, const StateStore& store, HostSteps& host,
                           std::vector<Retreat> retreats, const std::string& why, Quarantine quarantine,
                           Durability durability, Remount remount, AfterRestarts after, const char* command,
-                          RunSummary* summary) {
+                          RunSummary* summary, const DatastoreOptions& datastore,
+                          const std::function<std::string(const std::string&)>& recheck = {}) {
   if (remount == Remount::yes) {
     // after_switch() made the mounts read-only again.
     std::vector<std::string> paths;
     for (const auto& retreat : retreats) {
-      if (retreat.how != Retreat::How::stay) {
+      if (retreat.how != Retreat::How::stay && retreat.how != Retreat::How::keep) {
         const auto& state = retreat.state;
         const auto written =
             paths_written(parse_component_kind(state.kind), state.destination, store.component_dir(state.component));
@@ -81,9 +166,45 @@ struct Retreat {
   std::string back;
   std::string stuck;
   std::string withdrawn;
+  std::string kept;
+  std::string restored_to;  // the version a restored datastore runs again, checked once more below
   for (auto& retreat : retreats) {
     ComponentState& state = retreat.state;
     const std::string failed = state.current;
+    if (retreat.restore) {
+      // The datastore first, with the server stopped: a switch back before it would start the old version on
+      // what the new one wrote. A run killed here finds the link unchanged and goes back again.
+      const ServerDatastore& server = *retreat.server;
+      try {
+        host.stop_unit(server.unit);
+        if (retreat.restore->kind == "sqlite") {
+          restore_sqlite(context.root(), server, *retreat.restore);
+        } else {
+          restore_etcd(context.root(), server, *retreat.restore,
+                       kept_binary(store.state_dir(), state.component, state.previous, state.destination),
+                       datastore.timeout);
+        }
+      } catch (const Failure& e) {
+        retreat.how = Retreat::How::keep;
+        retreat.kept_why =
+            "restoring the snapshot " + retreat.restore->path + " failed: " + e.what() + "; to go back: " +
+            restore_steps(server, &*retreat.restore, state.previous, state.component,
+                          kept_binary(store.state_dir(), state.component, state.previous, state.destination),
+                          retreat.restore->kind == "etcd");
+        owe_restarts(state, {server.unit});  // stopped: it runs the kept version again
+        switched.push_back(SwitchedComponent{state.component, ComponentKind::file, failed, false});
+      }
+    }
+    if (retreat.how == Retreat::How::keep) {
+      spdlog::error("{}: {}; not switching back to {}: {}", state.component, why, state.previous, retreat.kept_why);
+      state.kept_for_datastore = KeptForDatastore{failed, now_rfc3339(), retreat.kept_why};
+      set_last_result(state, command, outcome::k_failed, failed,
+                      why + "; not switched back to " + state.previous + ": " + retreat.kept_why);
+      store.save(state);
+      kept += (kept.empty() ? "" : "; ") + state.component + " stays on " + failed + ", not switched back to " +
+              state.previous + ": " + retreat.kept_why;
+      continue;
+    }
     if (retreat.how != Retreat::How::stay) {
       state.pending_reboot.reset();  // a reboot into the version left is owed no more
     }
@@ -112,12 +233,17 @@ struct Retreat {
         set_last_result(state, command, outcome::k_rolled_back, failed, why + "; switched back to " + target);
         switch_back(context.root(), store, state, target, durability, why, retreat.owed_restarts, quarantine);
         switched.push_back(SwitchedComponent{state.component, parse_component_kind(state.kind), target, true});
-        back += (back.empty() ? "" : ", ") + state.component + " " + target;
+        back += (back.empty() ? "" : ", ") + state.component + " " + target +
+                (retreat.restore ? " with its datastore restored from " + retreat.restore->path : "");
+        if (retreat.restore) {
+          restored_to = target;
+        }
         if (summary != nullptr) {
           summary->rolled_back.push_back(state.component + " " + failed + " -> " + target + ": " + why);
         }
         break;
       }
+      case Retreat::How::keep: break;  // handled above: it stays on the failed version
     }
   }
   std::string restarting;
@@ -129,7 +255,20 @@ struct Retreat {
       restarting = "; then " + std::string(e.what());
     }
   }
-  throw Failure(why + (back.empty() ? "" : "; switched back to " + back) +
+  // A restored datastore is checked once more on the version switched back to (docs/datastore.md).
+  std::string rechecked;
+  if (!restored_to.empty() && restarting.empty() && recheck) {
+    const std::string failed_check = recheck(restored_to);
+    rechecked = failed_check.empty() ? "; " + restored_to + " is healthy again"
+                                     : "; " + restored_to + " did not pass its checks either: " + failed_check;
+    if (failed_check.empty()) {
+      spdlog::info("health: {} healthy again on its restored datastore", restored_to);
+    } else {
+      spdlog::error("health: {} did not pass its checks either: {}", restored_to, failed_check);
+    }
+  }
+  throw Failure(why + (back.empty() ? "" : "; switched back to " + back) + rechecked +
+                (kept.empty() ? "" : "; " + kept) +
                 (withdrawn.empty() ? "" : "; withdrew " + withdrawn + ", which had no previous version") +
                 (stuck.empty() ? "" : "; " + stuck + " stays, with no previous version") + restarting);
 }
@@ -148,7 +287,8 @@ std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks) {
 
 void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
                       const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
-                      Durability durability, Remount remount, const char* command, RunSummary* summary) {
+                      Durability durability, Remount remount, const char* command, RunSummary* summary,
+                      const DatastoreOptions& datastore) {
   std::vector<ComponentState> owing;
   HealthPolicy owed = policy;
   owed.checks.clear();
@@ -193,6 +333,7 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
   if (verdict.healthy) {
     for (auto& state : owing) {
       state.owed_health_checks.clear();
+      state.kept_for_datastore.reset();  // kept on a version that now passes: nothing to wait for
       state.health = HealthRecord{state.current, "passed", "", describe(owed.checks), now};
       store.save(state);
     }
@@ -214,16 +355,24 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
     const Retreat::How how = withdraws(state, verdict) ? Retreat::How::withdraw
                              : state.previous.empty()  ? Retreat::How::stay
                                                        : Retreat::How::switch_back;
-    retreats.push_back(Retreat{std::move(state), how, host.restarts_owed_by(kind)});
+    Retreat retreat{std::move(state), how, host.restarts_owed_by(kind), std::nullopt, std::nullopt, ""};
+    plan_datastore(context, store, host, retreat, true, datastore);
+    retreats.push_back(std::move(retreat));
   }
+  const auto recheck = [&owed, &probes](const std::string& version) {
+    HealthProbes again = probes;
+    again.kubelet_version = version;
+    const HealthVerdict again_verdict = wait_until_healthy(owed, again);
+    return again_verdict.healthy ? std::string() : again_verdict.failed_check + ": " + again_verdict.detail;
+  };
   go_back(context, store, host, std::move(retreats), why, Quarantine::yes, durability, remount,
-          AfterRestarts::reboot_per_policy, command, summary);
+          AfterRestarts::reboot_per_policy, command, summary, datastore, recheck);
 }
 
 [[noreturn]] void give_up_after_switch(const Context& context, const StateStore& store, HostSteps& host,
                                        const std::vector<BeforeHostSteps>& components,
                                        const AfterSwitchFailure& failure, Durability durability, Remount remount,
-                                       const char* command, RunSummary* summary) {
+                                       const char* command, RunSummary* summary, const DatastoreOptions& datastore) {
   std::vector<Retreat> retreats;
   for (const auto& before : components) {
     auto state = store.load(before.name);
@@ -248,7 +397,9 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
     } else if (before.changed && state->kind == to_string(ComponentKind::sysext)) {
       how = Retreat::How::withdraw;
     }
-    retreats.push_back(Retreat{std::move(*state), how, std::move(restarted)});
+    Retreat retreat{std::move(*state), how, std::move(restarted), std::nullopt, std::nullopt, ""};
+    plan_datastore(context, store, host, retreat, failure.unit_failed(), datastore);
+    retreats.push_back(std::move(retreat));
   }
   if (retreats.empty()) {
     throw failure;
@@ -256,7 +407,7 @@ void run_health_phase(const Context& context, const StateStore& store, HostSteps
   // Nothing booted the versions left, so going back needs no reboot; only the units restarted run them.
   go_back(context, store, host, std::move(retreats), failure.what(),
           failure.unit_failed() ? Quarantine::yes : Quarantine::no, durability, remount, AfterRestarts::no_reboot,
-          command, summary);
+          command, summary, datastore);
 }
 
 }  // namespace hoist

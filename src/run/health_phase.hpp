@@ -7,6 +7,7 @@
 #include "hoist/host/host_steps.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/model/state.hpp"
+#include "hoist/run/server_preflight.hpp"
 #include "hoist/run/upgrade_run.hpp"
 #include "hoist/sys/durable_tree.hpp"
 
@@ -21,9 +22,16 @@ namespace hoist {
 /// debt and fails the run. SIGTERM during the checks throws Interrupted with the debt still recorded. With
 /// `remount`, the mounts a switch back writes are made writable again (after_switch() made them read-only). Each
 /// switch back is added to `summary->rolled_back` when `summary` is given.
+///
+/// A component that a k3s or RKE2 server runs goes back only as far as its datastore can follow
+/// (docs/datastore.md): its SQLite copy or single etcd member restored first (then the checks run again on the
+/// version switched back to, and the message says how they went), or no restore needed because the version change
+/// cannot have moved the datastore; else it is kept on the failed version (`kept_for_datastore`, its checks still
+/// owed) and the message names the snapshot and the restore steps.
 void run_health_phase(const Context& context, const StateStore& store, HostSteps& host,
                       const std::vector<std::string>& names, const HealthPolicy& policy, HealthProbes probes,
-                      Durability durability, Remount remount, const char* command, RunSummary* summary);
+                      Durability durability, Remount remount, const char* command, RunSummary* summary,
+                      const DatastoreOptions& datastore);
 
 /// A component as the host steps of a run found it: whether the run switched it, and the restarts it owed then
 /// (before HostSteps::after_switch() struck those it did).
@@ -43,10 +51,12 @@ struct BeforeHostSteps {
 /// left). The version left is quarantined only when a unit was restarted and did not come up (`unit_failed()`);
 /// a version never tried is not. Records each as `rolled-back` with the failure, adds the switch backs to
 /// `summary->rolled_back`, and throws hoist::Failure (exit 1) naming them; `failure` itself when nothing goes back.
+/// A server's datastore decides as in run_health_phase(); a version whose unit was never started (no unit failed)
+/// cannot have moved it.
 [[noreturn]] void give_up_after_switch(const Context& context, const StateStore& store, HostSteps& host,
                                        const std::vector<BeforeHostSteps>& components,
                                        const AfterSwitchFailure& failure, Durability durability, Remount remount,
-                                       const char* command, RunSummary* summary);
+                                       const char* command, RunSummary* summary, const DatastoreOptions& datastore);
 
 /// The specs of `checks`, as owed in the state.
 std::vector<std::string> specs_of(const std::vector<HealthCheck>& checks);

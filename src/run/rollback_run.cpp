@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <optional>
 
+#include "datastore_snapshot.hpp"
 #include "hoist/host/boot_id.hpp"
 #include "hoist/host/host_steps.hpp"
+#include "hoist/host/server_datastore.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/run/host_truth.hpp"
@@ -60,6 +62,43 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
     spdlog::info("{}: {} leaves the quarantine (--allow-quarantined)", state.component, target);
   }
   return target;
+}
+
+// --restore-snapshot: the snapshot that an upgrade from `target` took is put back, with the server stopped, before
+// the switch. Refused (UsageError, exit 2) when this node alone cannot do it.
+void restore_datastore(const HostRoot& root, const StateStore& store, HostSteps& host, const ComponentState& state,
+                       const std::string& target, const RollbackOptions& options) {
+  const auto server = find_server_datastore(root, state.destination, host.restarts_owed_by(ComponentKind::file));
+  if (!server) {
+    throw UsageError("--restore-snapshot: no unit given with --restart runs " + state.destination +
+                     " as a k3s or RKE2 server");
+  }
+  const DatastoreSnapshot* snapshot = nullptr;
+  for (const auto& taken : state.datastore_snapshots) {
+    if (taken.from == target && (snapshot == nullptr || taken.to == state.current)) {
+      snapshot = &taken;
+    }
+  }
+  if (snapshot == nullptr) {
+    throw UsageError("--restore-snapshot: no datastore snapshot of " + target + " is kept for " + state.component);
+  }
+  const std::string binary = kept_binary(store.state_dir(), state.component, target, state.destination);
+  if (snapshot->kind == "etcd") {
+    const int members = options.datastore.etcd_members ? options.datastore.etcd_members(*server) : 0;
+    if (members != 1) {
+      throw UsageError("--restore-snapshot: " +
+                       std::string(members > 1 ? "etcd has " + std::to_string(members) + " members"
+                                               : "hoist cannot tell how many members etcd has") +
+                       ", and restoring it takes every server, which one node cannot do: " +
+                       restore_steps(*server, snapshot, target, state.component, binary, false));
+    }
+  }
+  host.stop_unit(server->unit);
+  if (snapshot->kind == "sqlite") {
+    restore_sqlite(root, *server, *snapshot);
+  } else {
+    restore_etcd(root, *server, *snapshot, binary, options.datastore.timeout);
+  }
 }
 
 // Saves the rollback that `state` now holds with the restarts it makes owed (upgrade does the same).
@@ -190,6 +229,9 @@ ExitCode run_rollback(const Context& context, const RollbackOptions& options) {
       return ExitCode::ok;
     }
     installer->check_rollback(target, state.current);
+    if (options.restore_snapshot) {
+      restore_datastore(root, store, host, state, target, options);
+    }
   } catch (const Error& e) {
     if (e.code() != ExitCode::usage && e.code() != ExitCode::refused) {
       throw;

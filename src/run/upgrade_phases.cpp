@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <string>
 #include <utility>
@@ -12,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "datastore_snapshot.hpp"
 #include "health_phase.hpp"
 #include "hoist/host/boot_id.hpp"
 #include "hoist/host/interrupted.hpp"
@@ -88,6 +91,86 @@ void UpgradeRun::verify() {
       record_outcome(outcome::k_failed, e.what(), Everyone::no);
     }
     throw;
+  }
+}
+
+void UpgradeRun::preflight() {
+  try {
+    for (Work& work : m_works) {
+      if (!work.gate.changes_host() || work.item.spec.kind != ComponentKind::file) {
+        continue;  // a k3s or RKE2 server is one binary: the file kind
+      }
+      const LogFields fields = phase_fields(work, "preflight");
+      std::uint64_t staged = 0;
+      if (work.item.payload.type() != PayloadType::directory) {
+        struct stat st {};
+        const Fd payload = work.item.payload.reopen();
+        if (::fstat(payload.get(), &st) == 0) {
+          staged = static_cast<std::uint64_t>(st.st_size);
+        }
+      }
+      work.server = preflight_server(m_root, work.item.spec, m_host->restarts_owed_by(work.item.spec.kind), staged,
+                                     m_store.state_dir(), m_options.datastore.policy);
+      if (work.server) {
+        const ServerDatastore& server = work.server->server;
+        spdlog::info("{}: a {} server: {}", work.name(), server.product, server.found);
+        if (!work.server->snapshot) {
+          spdlog::warn(
+              "{}: no snapshot of the {} datastore ({}): a failed upgrade is switched back only when {} "
+              "cannot have moved it",
+              work.name(), to_string(server.kind),
+              server.kind == DatastoreKind::external ? "hoist cannot take one" : "--datastore-snapshot=skip",
+              work.item.target.text());
+        }
+      }
+    }
+  } catch (const Failure& e) {
+    record_outcome(outcome::k_failed, e.what(), Everyone::no);
+    throw;
+  }
+}
+
+void UpgradeRun::snapshot() {
+  for (Work& work : m_works) {
+    if (!work.server || !work.server->snapshot || !work.gate.changes_host() || !work.state ||
+        work.installed_text().empty() || work.installed_text() == work.item.target.text()) {
+      continue;  // a first install or a repair has no datastore of another version to keep
+    }
+    throw_if_interrupted("snapshotting the datastore of " + work.name());
+    const LogFields fields = phase_fields(work, "snapshot");
+    const ServerDatastore& server = work.server->server;
+    const std::string from = work.installed_text();
+    const std::string to = work.item.target.text();
+    if (server.kind == DatastoreKind::sqlite) {
+      // Stopped for the copy: started again by the switch's restart, or by the next run when this one dies.
+      owe_restarts(*work.state, {server.unit});
+      m_store.save(*work.state);
+      work.stopped_unit = server.unit;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    DatastoreSnapshot taken = take_datastore_snapshot(m_root, *m_host, server, from, to,
+                                                      sqlite_snapshot_dir(m_store.state_dir(), work.name(), from, to),
+                                                      m_options.datastore.timeout);
+    spdlog::info("{}: snapshot of the {} datastore of {} in {:.2f} s: {} ({})", work.name(), taken.kind, from,
+                 seconds_since(start), m_root.display(taken.path), format_bytes(taken.bytes));
+    // One snapshot a switch: a retried run replaces what an earlier attempt took.
+    auto& snapshots = work.state->datastore_snapshots;
+    std::vector<DatastoreSnapshot> replaced;
+    for (const auto& old : snapshots) {
+      if (old.from == from && old.to == to && old.path != taken.path) {
+        replaced.push_back(old);
+      }
+    }
+    std::erase_if(snapshots, [&](const DatastoreSnapshot& s) { return s.from == from && s.to == to; });
+    snapshots.push_back(std::move(taken));
+    m_store.save(*work.state);
+    for (const auto& old : replaced) {
+      try {
+        remove_datastore_snapshot(m_root, old);
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: could not remove the older snapshot {}: {}", work.name(), m_root.display(old.path), e.what());
+      }
+    }
   }
 }
 
@@ -208,6 +291,18 @@ void UpgradeRun::undo(const std::exception& failure) {
   const bool bad_input =
       error != nullptr && (error->code() == ExitCode::verification || error->code() == ExitCode::usage);
   record_outcome(outcome::k_failed, failure.what(), bad_input ? Everyone::no : Everyone::yes);
+  // A server stopped for its snapshot runs the old version again; its start stays owed when this fails.
+  for (Work& work : m_works) {
+    if (work.stopped_unit.empty() || dynamic_cast<const Interrupted*>(&failure) != nullptr) {
+      continue;
+    }
+    try {
+      m_host->after_switch(m_store, {SwitchedComponent{work.name(), work.item.spec.kind, work.installed_text(), false}},
+                           AfterRestarts::no_reboot);
+    } catch (const std::exception& e) {
+      spdlog::error("{}: could not start {} again: {}", work.name(), work.stopped_unit, e.what());
+    }
+  }
 }
 
 void UpgradeRun::record() {
@@ -249,6 +344,22 @@ void UpgradeRun::collect_garbage(Work& work, ComponentState& state) {
     try {
       work.installer->remove_version(version);
       forget_version(state, version);
+      // A snapshot holds its version's datastore: it goes with that version.
+      std::erase_if(state.datastore_snapshots, [&](const DatastoreSnapshot& snapshot) {
+        if (snapshot.from != version) {
+          return false;
+        }
+        try {
+          remove_datastore_snapshot(m_root, snapshot);
+          spdlog::info("{}: removed the datastore snapshot {} of {}", work.name(), m_root.display(snapshot.path),
+                       version);
+          return true;
+        } catch (const std::exception& e) {
+          spdlog::warn("{}: could not remove the datastore snapshot {}: {}", work.name(), m_root.display(snapshot.path),
+                       e.what());
+          return false;
+        }
+      });
       spdlog::info("{}: removed version {} (--keep {})", work.name(), version, work.item.spec.keep);
     } catch (const std::exception& e) {
       spdlog::warn("{}: could not remove version {}: {}", work.name(), version, e.what());

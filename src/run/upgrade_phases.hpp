@@ -12,6 +12,7 @@
 #include "hoist/model/context.hpp"
 #include "hoist/model/state.hpp"
 #include "hoist/model/version_gate.hpp"
+#include "hoist/run/server_preflight.hpp"
 #include "hoist/run/upgrade_run.hpp"
 #include "hoist/sys/lock.hpp"
 #include "hoist/util/log_fields.hpp"
@@ -20,11 +21,11 @@
 namespace hoist {
 
 /// `hoist upgrade` as its phases (ARCHITECTURE.md, "The run"), one method each, called in this order by run()
-/// (or, for a dry run, by preview()): read_states → gate → verify → reach_the_bus → remount → clean_leftovers →
-/// stage → switch_over → record → host_steps. A gate that finds nothing to do ends the run with finish_unchanged()
-/// instead. A phase works on every component before the next phase starts: every payload is verified before
-/// anything is written, and everything is staged before anything is switched. The phases are public so that each
-/// can be tested alone; outside tests, run_upgrade() and preview_upgrade() are the way in.
+/// (or, for a dry run, by preview()): read_states → gate → verify → preflight → reach_the_bus → remount →
+/// clean_leftovers → stage → snapshot → switch_over → record → host_steps. A gate that finds nothing to do ends the run
+/// with finish_unchanged() instead. A phase works on every component before the next phase starts: every payload is
+/// verified before anything is written, and everything is staged before anything is switched. The phases are public so
+/// that each can be tested alone; outside tests, run_upgrade() and preview_upgrade() are the way in.
 class UpgradeRun {
  public:
   /// One component through the phases.
@@ -45,6 +46,10 @@ class UpgradeRun {
     std::string installed_from;
     /// The SHA256SUMS the payload was verified against, to check the staged copy of a directory payload with.
     std::optional<Sha256Sums> sums;
+    /// A k3s or RKE2 server's datastore, as the preflight found it (none for other components).
+    std::optional<ServerPreflight> server;
+    /// The unit the snapshot stopped (SQLite), to start again when the run goes back before its switch.
+    std::string stopped_unit;
 
     [[nodiscard]] const std::string& name() const { return item.spec.name; }
     [[nodiscard]] std::string installed_text() const { return state ? state->current : std::string(); }
@@ -79,6 +84,13 @@ class UpgradeRun {
   /// extension-release against the host's os-release; reads only the payloads. A failure is recorded as `failed`
   /// in the states there are (not in a dry run) and rethrown (exit 5).
   void verify();
+  /// After verify, before anything changes: each component that a k3s or RKE2 server runs found with its datastore
+  /// (preflight_server(): an external one refused without --datastore-snapshot=skip, the free space for the staged
+  /// version and the snapshot). A refusal is recorded as `failed` and thrown (hoist::Failure, exit 1).
+  void preflight();
+  /// After stage, before switch_over: each server's datastore snapshotted (take_datastore_snapshot()) and the
+  /// snapshot recorded in its state; for SQLite the unit is stopped first, its start recorded as owed.
+  void snapshot();
   /// Before the first write: the host's system bus connected (HostSteps::bus()) when a switch of the run will owe
   /// restarts (a sysext's refresh, --restart), so that a host without one fails the run (hoist::Failure) before
   /// anything changes rather than after the switch.

@@ -171,11 +171,13 @@ ExitCode UpgradeRun::run() {
     return ExitCode::ok;
   }
   verify();
+  preflight();
   try {
     reach_the_bus();
     remount();
     clean_leftovers();
     stage();
+    snapshot();
     switch_over();
   } catch (const std::exception& e) {
     undo(e);
@@ -227,7 +229,7 @@ void UpgradeRun::read_states() {
         give_up_after_switch(m_context, m_store, *m_host, {{work.name(), true, work.state->owed_restarts}}, failure,
                              m_options.durability,
                              work.item.spec.remount == Remount::yes ? Remount::yes : m_options.host.remount, k_command,
-                             m_options.summary);
+                             m_options.summary, m_options.datastore);
       }
     }
     work.installer = make_installer(
@@ -404,10 +406,11 @@ void UpgradeRun::host_steps() {
     // A restart that failed, a reboot that did not come: handled like a failed health check, so that exit 1
     // leaves the host on the old versions.
     give_up_after_switch(m_context, m_store, *m_host, before, failure, m_options.durability,
-                         remount_of(m_works, m_options), k_command, m_options.summary);
+                         remount_of(m_works, m_options), k_command, m_options.summary, m_options.datastore);
   }
   run_health_phase(m_context, m_store, *m_host, names_of(m_works), m_options.health, m_options.probes,
-                   m_options.durability, remount_of(m_works, m_options), k_command, m_options.summary);
+                   m_options.durability, remount_of(m_works, m_options), k_command, m_options.summary,
+                   m_options.datastore);
 }
 
 // Records `outcome` for every component that has a state (or all, with Everyone::yes, creating states): failures

@@ -89,6 +89,28 @@ struct HealthRecord {
   std::string time;     ///< RFC 3339, UTC
 };
 
+/// A snapshot of a k3s or RKE2 server's datastore that an upgrade took before its switch (docs/datastore.md): what
+/// a switch back to `from` restores. Kept while `from` is kept, removed with it.
+struct DatastoreSnapshot {
+  std::string from;      ///< the version current when it was taken: the one whose datastore it holds
+  std::string to;        ///< the version the upgrade switched to after it
+  std::string kind;      ///< sqlite | etcd
+  std::string path;      ///< host path: etcd's snapshot file, or the directory that holds the SQLite copy
+  std::string taken_at;  ///< RFC 3339, UTC
+  std::uint64_t bytes = 0;
+  /// How it was taken, for the operator: "k3s etcd-snapshot save --name hoist-… (exit 0)", "copied with
+  /// k3s.service stopped".
+  std::string how;
+};
+
+/// A failed switch that hoist did not switch back because the datastore could not follow (docs/datastore.md): the
+/// version stays current until the operator restores or accepts it.
+struct KeptForDatastore {
+  std::string version;  ///< the version kept (current)
+  std::string since;    ///< RFC 3339, UTC
+  std::string reason;   ///< why it failed, why no switch back, the snapshot and the restore steps
+};
+
 /// What is installed for one component: `<state-dir>/<component>/state.json`.
 struct ComponentState {
   std::string component;
@@ -121,6 +143,11 @@ struct ComponentState {
   /// The file kind: the security.selinux label (without its NUL) of the file that hoist's first switch replaced,
   /// which every kept copy takes unless its payload carries one; "" when that file had none.
   std::string selinux_label;
+  /// The datastore snapshots taken before switches, oldest first (a k3s or RKE2 server's; none for others).
+  std::vector<DatastoreSnapshot> datastore_snapshots;
+  /// Set when a failed switch was kept because the datastore could not follow a switch back; cleared by the next
+  /// switch or by checks that pass.
+  std::optional<KeptForDatastore> kept_for_datastore;
 };
 
 /// The schema version this build writes; a higher one on disk is refused.

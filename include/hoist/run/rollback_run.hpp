@@ -7,6 +7,7 @@
 #include "hoist/host/host_steps.hpp"
 #include "hoist/model/component.hpp"
 #include "hoist/model/context.hpp"
+#include "hoist/run/server_preflight.hpp"
 #include "hoist/sys/durable_tree.hpp"
 #include "hoist/util/exit_code.hpp"
 
@@ -20,6 +21,9 @@ struct RollbackOptions {
   Durability durability = Durability::syncfs;
   /// The host steps: --remount, --restart, --reboot (host/host_steps.hpp).
   HostActions host;
+  /// --restore-snapshot: put back the datastore snapshot that an upgrade from `to` took, before the switch.
+  bool restore_snapshot = false;
+  DatastoreOptions datastore;
 };
 
 /// `hoist rollback`: under the lock, switches a component back. Without `to` it walks back: to the newest kept

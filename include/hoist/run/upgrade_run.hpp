@@ -13,6 +13,7 @@
 #include "hoist/model/version.hpp"
 #include "hoist/model/version_gate.hpp"
 #include "hoist/run/progress_reporter.hpp"
+#include "hoist/run/server_preflight.hpp"
 #include "hoist/sys/durable_tree.hpp"
 #include "hoist/transfer/payload.hpp"
 #include "hoist/transfer/transfer.hpp"
@@ -70,6 +71,8 @@ struct UpgradeOptions {
   std::function<std::string()> node_kubelet_version;
   /// Where that version comes from, for messages: "the Node NAME's kubeletVersion".
   std::string node_version_source;
+  /// --datastore-snapshot, --datastore-timeout: a k3s or RKE2 server's datastore (docs/datastore.md).
+  DatastoreOptions datastore;
 };
 
 /// `hoist upgrade` in the run's order (ARCHITECTURE.md, "The run"): lock, state and gate (one gate for

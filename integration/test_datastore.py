@@ -1,0 +1,308 @@
+"""A k3s server's datastore across an upgrade (docs/datastore.md): the snapshot before the switch, the switch back
+that restores it, the refusal to switch back when it cannot follow, and `rollback --restore-snapshot`.
+
+What is real: Debian's sqlite3 and SQLite databases in WAL mode, written by a writer process that runs until the
+(test double of) systemd stops the unit; hoist's static binary; the unit file shaped as k3s's install.sh writes it.
+What is stand-in: k3s itself. There is no k3s binary on these machines, so the payload is a shell script that plays
+its server's start (`server --check`, run by the exec health check inside the host root): it refuses a datastore
+that a newer version marked, marks it with its own version (a migration), and fails when built broken. The host
+root gets the machine's /usr/bin and /usr/lib (read-only bind mounts) so that the script, sh and sqlite3 run
+inside it as on a host."""
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_hoist
+from dbus_harness import system_bus  # noqa: F401 (a fixture)
+from payloads import rollback, state_of, upgrade
+
+V1, V2, V3 = "v1.30.1+k3s1", "v1.30.2+k3s1", "v1.31.0+k3s1"
+DB = "var/lib/rancher/k3s/server/db/state.db"
+
+STANDIN = r'''#!/bin/sh
+# A stand-in for k3s @VERSION@ (integration/test_datastore.py): `server --check` plays the server's start.
+VERSION=@VERSION@
+DB=/var/lib/rancher/k3s/server/db/state.db
+case "$1" in
+--version) echo "k3s version $VERSION (stand-in)" ;;
+server)
+    mark=$(sqlite3 "$DB" "select version from hoist_mark") || exit 1
+    newest=$(printf '%s\n%s\n' "$mark" "$VERSION" | sort -V | tail -n 1)
+    if [ "$newest" != "$VERSION" ]; then
+        echo "refusing to start: the datastore is marked by $mark, newer than $VERSION"
+        exit 1
+    fi
+    sqlite3 "$DB" "update hoist_mark set version='$VERSION'" || exit 1
+    if [ "@BROKEN@" = 1 ]; then echo "$VERSION is broken"; exit 1; fi
+    echo "$VERSION runs on the datastore"
+    ;;
+esac
+'''
+
+WRITER = r'''
+import os, sqlite3, sys
+db, count_file = sys.argv[1:3]
+conn = sqlite3.connect(db, isolation_level=None)
+conn.execute("pragma journal_mode=wal")
+n = conn.execute("select count(*) from kine").fetchone()[0]
+with open(count_file + ".pid", "w") as f:
+    f.write(str(os.getpid()))
+while True:
+    conn.execute("begin")
+    conn.execute("insert into kine(name, value) values (?, ?)", ("/registry/%d" % n, os.urandom(2048)))
+    conn.execute("commit")
+    n += 1
+    with open(count_file + ".tmp", "w") as f:
+        f.write(str(n))
+    os.replace(count_file + ".tmp", count_file)
+'''
+
+UNIT = """[Unit]
+Description=Lightweight Kubernetes
+
+[Service]
+Type=notify
+EnvironmentFile=-/etc/default/%N
+EnvironmentFile=-/etc/sysconfig/%N
+EnvironmentFile=-/etc/systemd/system/k3s.service.env
+Restart=always
+ExecStart=/usr/local/bin/k3s \\
+    server \\
+"""
+
+CHECK = ("--health-check", "exec:/usr/local/bin/k3s server --check", "--health-settle", "0", "--health-timeout", "3")
+
+
+def standin(tmp_path, version, broken=False):
+    directory = tmp_path / f"payload-{version}-{int(broken)}"
+    directory.mkdir(exist_ok=True)
+    path = directory / "k3s"
+    path.write_text(STANDIN.replace("@VERSION@", version).replace("@BROKEN@", "1" if broken else "0"))
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def server_root(host_root):
+    """The host root of a k3s server with SQLite, whose /usr/bin and /usr/lib are the machine's."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to bind-mount /usr/bin and /usr/lib into the host root")
+    if shutil.which("sqlite3") is None:
+        pytest.skip("needs Debian's sqlite3 (scripts/apt-packages)")
+    mounted = []
+    for directory in ("usr/bin", "usr/lib", "usr/lib64"):
+        if not Path("/" + directory).is_dir():
+            continue
+        target = host_root / directory
+        target.mkdir(parents=True)
+        subprocess.run(["mount", "--bind", "/" + directory, str(target)], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True)
+        mounted.append(target)
+    for link, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/bin")):
+        if (host_root / to).is_dir():
+            (host_root / link).symlink_to(to)
+    (host_root / "tmp").mkdir()
+    (host_root / "usr/local/bin").mkdir(parents=True)
+    unit = host_root / "etc/systemd/system/k3s.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text(UNIT)
+    db = host_root / DB
+    db.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    conn.execute("pragma journal_mode=wal")
+    conn.execute("create table kine (id integer primary key autoincrement, name text, value blob)")
+    conn.execute("create table hoist_mark (version text)")
+    conn.execute("insert into hoist_mark values ('v0')")
+    conn.commit()
+    conn.close()
+    yield host_root
+    for target in reversed(mounted):
+        subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+def k3s_args(source, version, *extra):
+    return ["--component", "k3s", "--kind", "file", "--source", source, "--destination", "/usr/local/bin/k3s",
+            "--version", version, "--version-scheme", "k3s", "--restart", "k3s", *extra]
+
+
+def rows(db):
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("select count(*) from kine").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def mark(db):
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("select version from hoist_mark").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def integrity(db):
+    return subprocess.run(["sqlite3", str(db), "pragma integrity_check"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+class Writer:
+    """The server's writes: a process that inserts rows until systemd's StopUnit (the test double) kills it."""
+
+    def __init__(self, db, tmp_path):
+        self.count_file = tmp_path / "written"
+        self.process = subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(self.count_file)])
+        self.reaper = threading.Thread(target=self.process.wait, daemon=True)
+        self.reaper.start()
+        deadline = time.monotonic() + 10
+        while not self.count_file.exists() or int(self.count_file.read_text()) < 200:
+            assert time.monotonic() < deadline and self.process.poll() is None, "the writer did not write"
+            time.sleep(0.02)
+        self.pidfile = Path(str(self.count_file) + ".pid")
+
+    def committed(self):
+        return int(self.count_file.read_text())
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.reaper.join(10)
+
+
+def test_a_failed_upgrade_of_a_sqlite_server_restores_the_copy_taken_with_the_server_stopped(
+        server_root, tmp_path, system_bus):
+    db = server_root / DB
+    systemd = system_bus.start("systemd_manager", stop_kills={"k3s.service": str(tmp_path / "written.pid")})
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    assert mark(db) == V1
+    writer = Writer(db, tmp_path)
+    try:
+        result = upgrade(server_root, *k3s_args(standin(tmp_path, V3, broken=True), V3, *CHECK),
+                         env=system_bus.env(), check=1)
+    finally:
+        writer.stop()
+    copy = server_root / f"var/lib/hoist/k3s/datastore/hoist-{V1}-to-{V3}"
+    # The copy: whole, and every row the writer committed before the stop, none after (a kill between a commit and
+    # the count's write leaves the count one short).
+    assert integrity(copy / "state.db") == "ok"
+    assert rows(copy / "state.db") - writer.committed() in (0, 1)
+    assert "k3s: a k3s server: k3s.service runs '/usr/local/bin/k3s server'; no configuration file; sqlite: " \
+           "k3s's default" in result.stderr
+    assert f"k3s: snapshot of the sqlite datastore of {V1} in " in result.stderr
+    # V3 migrated the datastore and failed; the copy went back with k3s stopped, then V1 ran on it again.
+    assert f"switched back to k3s {V1} with its datastore restored from /var/lib/hoist/k3s/datastore/" \
+           f"hoist-{V1}-to-{V3}; {V1} is healthy again" in result.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+    assert mark(db) == V1
+    assert integrity(db) == "ok"
+    assert rows(db) == rows(copy / "state.db")
+    calls = [c.split(" ")[0] for c in systemd.calls() if c.split(" ")[0] in ("StopUnit", "RestartUnit")]
+    # started on V1; stopped for the copy, restarted on V3, stopped for the restore, restarted on V1
+    assert calls == ["RestartUnit", "StopUnit", "RestartUnit", "StopUnit", "RestartUnit"]
+    state = state_of(server_root, "k3s")
+    assert state["current"] == V1 and state["last_result"]["outcome"] == "rolled-back"
+    [snapshot] = state["datastore_snapshots"]
+    assert snapshot["from"] == V1 and snapshot["to"] == V3 and snapshot["kind"] == "sqlite"
+    assert snapshot["path"] == f"/var/lib/hoist/k3s/datastore/hoist-{V1}-to-{V3}"
+    assert snapshot["how"] == "copied /var/lib/rancher/k3s/server/db/state.db with k3s.service stopped"
+    status = run_hoist("status", "--host-root", server_root, check=0).stdout
+    assert f"  datastore snapshot of {V1} (before {V3}, sqlite): {snapshot['path']}, taken at " in status
+
+
+def test_without_a_snapshot_a_failed_minor_upgrade_is_kept_and_says_how_to_go_back(server_root, tmp_path,
+                                                                                   system_bus):
+    db = server_root / DB
+    system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    result = upgrade(server_root, *k3s_args(standin(tmp_path, V3, broken=True), V3, *CHECK,
+                                            "--datastore-snapshot=skip"), env=system_bus.env(), check=1)
+    why = (f"not switched back to {V1}: {V3} is another Kubernetes minor than {V1} and may have migrated the sqlite "
+           f"datastore, and there is no snapshot (sqlite: /var/lib/rancher/k3s/server/db/state.db); to go back: no "
+           f"snapshot of {V1}'s datastore was taken (--datastore-snapshot=skip): restore {V1}'s datastore from your "
+           f"own backup, then run 'hoist rollback --component k3s --to {V1}'")
+    assert why in result.stderr
+    # V1 would refuse the datastore V3 marked: the switch back that did not happen would have broken the server.
+    assert mark(db) == V3
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
+    state = state_of(server_root, "k3s")
+    assert state["current"] == V3 and state["last_result"]["outcome"] == "failed"
+    assert state["kept_for_datastore"]["version"] == V3
+    assert state["owed_health_checks"] == ["exec:/usr/local/bin/k3s server --check"]
+    assert not state["quarantined"]
+    status = run_hoist("status", "--host-root", server_root, check=0).stdout
+    assert f"  kept {V3} since " in status and ", not switched back: " in status
+
+
+def test_a_patch_upgrade_without_a_snapshot_switches_back_plainly(server_root, tmp_path, system_bus):
+    system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    result = upgrade(server_root, *k3s_args(standin(tmp_path, V2, broken=True), V2, *CHECK,
+                                            "--datastore-snapshot=skip"), env=system_bus.env(), check=1)
+    assert f"k3s: {V1} and {V2} are one Kubernetes minor: the sqlite datastore needs no restore" in result.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+
+
+def test_rollback_restore_snapshot_puts_the_copy_back_then_switches(server_root, tmp_path, system_bus):
+    db = server_root / DB
+    systemd = system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    upgrade(server_root, *k3s_args(standin(tmp_path, V3), V3, *CHECK), env=system_bus.env(), check=0)
+    assert mark(db) == V3
+    result = rollback(server_root, "--component", "k3s", "--to", V1, "--restore-snapshot", "--restart", "k3s",
+                      env=system_bus.env(), check=0)
+    assert f"k3s.service: restored {server_root / DB} from {server_root}/var/lib/hoist/k3s/datastore/" \
+           f"hoist-{V1}-to-{V3}" in result.stderr
+    assert mark(db) == V1
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+    assert [c.split(" ")[0] for c in systemd.calls() if c.startswith(("StopUnit", "RestartUnit"))][-2:] == \
+        ["StopUnit", "RestartUnit"]
+    # Without --to, or for a version with no snapshot, it is refused.
+    result = rollback(server_root, "--component", "k3s", "--restore-snapshot", "--restart", "k3s",
+                      env=system_bus.env(), check=2)
+    assert "--restore-snapshot needs --to" in result.stderr
+    result = rollback(server_root, "--component", "k3s", "--to", V3, "--restore-snapshot", "--restart", "k3s",
+                      "--allow-quarantined", env=system_bus.env(), check=2)
+    assert f"--restore-snapshot: no datastore snapshot of {V3} is kept for k3s" in result.stderr
+
+
+def test_an_external_datastore_is_refused_before_anything_changes_unless_skipped(server_root, tmp_path,
+                                                                                system_bus):
+    system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1), env=system_bus.env(), check=0)
+    (server_root / "etc/systemd/system/k3s.service.env").write_text(
+        "K3S_DATASTORE_ENDPOINT='postgres://k3s:secret@db.example:5432/k3s'\n")
+    before = json.dumps(state_of(server_root, "k3s")["versions"])
+    result = upgrade(server_root, *k3s_args(standin(tmp_path, V2), V2), env=system_bus.env(), check=1)
+    assert ("k3s: k3s server (k3s.service) keeps its datastore outside this host (postgres://db.example:5432/k3s): "
+            "hoist cannot snapshot it") in result.stderr
+    assert "secret" not in result.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+    assert not (server_root / f"var/lib/hoist/k3s/{V2}").exists()
+    assert json.dumps(state_of(server_root, "k3s")["versions"]) == before
+    upgrade(server_root, *k3s_args(standin(tmp_path, V2), V2, "--datastore-snapshot=skip"), env=system_bus.env(),
+            check=0)
+
+
+def test_too_little_space_for_the_snapshot_is_refused_before_anything_changes(server_root, tmp_path, system_bus):
+    system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1), env=system_bus.env(), check=0)
+    small = server_root / "var/lib/hoist/k3s/datastore"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
+    try:
+        result = upgrade(server_root, *k3s_args(standin(tmp_path, V2), V2), env=system_bus.env(), check=1)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    assert "k3s: k3s server (k3s.service): not enough free space for the sqlite snapshot in " in result.stderr
+    assert "; nothing was changed" in result.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+    assert not (server_root / f"var/lib/hoist/k3s/{V2}").exists()
