@@ -12,6 +12,7 @@ inside it as on a host."""
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -306,3 +307,182 @@ def test_too_little_space_for_the_snapshot_is_refused_before_anything_changes(se
     assert "; nothing was changed" in result.stderr
     assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
     assert not (server_root / f"var/lib/hoist/k3s/{V2}").exists()
+
+
+# ---- embedded etcd: a real etcd (Debian's etcd-server 3.4) under the stand-in ----
+
+ETCD_STANDIN = r'''#!/bin/sh
+# A stand-in for k3s @VERSION@ with embedded etcd (integration/test_datastore.py). Its etcd is a real one that the
+# test runs: `etcd-snapshot save` is `etcdctl snapshot save` into k3s's snapshot directory under k3s's file name
+# (<name>-<node>-<unix time>), `server --cluster-reset --cluster-reset-restore-path=F` is `etcdctl snapshot restore`
+# into the member's data directory, and `server --check` plays the server's start on the datastore.
+VERSION=@VERSION@
+export ETCDCTL_API=3
+ENDPOINT=@ENDPOINT@
+PEER=@PEER@
+DATA=/var/lib/rancher/k3s
+case "$1" in
+--version) echo "k3s version $VERSION (stand-in)" ;;
+etcd-snapshot)
+    [ "$2" = save ] || exit 2
+    shift 2
+    name=on-demand dir=$DATA/server/db/snapshots
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --name) name=$2; shift 2 ;;
+        --etcd-snapshot-dir) dir=$2; shift 2 ;;
+        --data-dir) DATA=$2; shift 2 ;;
+        *) shift ;;
+        esac
+    done
+    exec etcdctl --endpoints "$ENDPOINT" snapshot save "$dir/$name-node1-$(date +%s)"
+    ;;
+server)
+    for arg in "$@"; do
+        case "$arg" in
+        --cluster-reset-restore-path=*)
+            rm -rf "$DATA/server/db/etcd"
+            exec etcdctl snapshot restore "${arg#*=}" --data-dir "$DATA/server/db/etcd" --name node1 \
+                --initial-cluster "node1=$PEER" --initial-advertise-peer-urls "$PEER"
+            ;;
+        esac
+    done
+    mark=$(etcdctl --endpoints "$ENDPOINT" get hoist/mark --print-value-only) || exit 1
+    newest=$(printf '%s\n%s\n' "$mark" "$VERSION" | sort -V | tail -n 1)
+    if [ "$newest" != "$VERSION" ]; then
+        echo "refusing to start: the datastore is marked by $mark, newer than $VERSION"
+        exit 1
+    fi
+    etcdctl --endpoints "$ENDPOINT" put hoist/mark "$VERSION" || exit 1
+    if [ "@BROKEN@" = 1 ]; then echo "$VERSION is broken"; exit 1; fi
+    echo "$VERSION runs on the datastore"
+    ;;
+esac
+'''
+
+ETCD_DIR = "var/lib/rancher/k3s/server/db/etcd"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Etcd:
+    """Debian's etcd as the server's embedded etcd: one member whose data directory is k3s's, in the host root."""
+
+    def __init__(self, host_root, tmp_path):
+        self.data = host_root / ETCD_DIR
+        self.client = f"http://127.0.0.1:{free_port()}"
+        self.peer = f"http://127.0.0.1:{free_port()}"
+        self.pidfile = tmp_path / "etcd.pid"
+        self.log = tmp_path / "etcd.log"
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen(
+            ["etcd", "--name", "node1", "--data-dir", str(self.data), "--listen-client-urls", self.client,
+             "--advertise-client-urls", self.client, "--listen-peer-urls", self.peer,
+             "--initial-advertise-peer-urls", self.peer, "--initial-cluster", f"node1={self.peer}"],
+            stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"))
+        self.pidfile.write_text(str(self.process.pid))
+        deadline = time.monotonic() + 30
+        while self.ctl("endpoint", "health", check=False).returncode != 0:
+            assert self.process.poll() is None, "etcd exited: " + self.log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "etcd did not become healthy"
+            time.sleep(0.1)
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(20)
+
+    def ctl(self, *args, check=True):
+        return subprocess.run(["etcdctl", "--endpoints", self.client, *args], env={**os.environ, "ETCDCTL_API": "3"},
+                              capture_output=True, text=True, check=check)
+
+    def get(self, key):
+        return self.ctl("get", key, "--print-value-only").stdout.strip()
+
+    def count(self, prefix):
+        return len([key for key in self.ctl("get", prefix, "--prefix", "--keys-only").stdout.splitlines() if key])
+
+
+def etcd_standin(tmp_path, version, etcd, broken=False):
+    directory = tmp_path / f"payload-etcd-{version}-{int(broken)}"
+    directory.mkdir(exist_ok=True)
+    path = directory / "k3s"
+    path.write_text(ETCD_STANDIN.replace("@VERSION@", version).replace("@BROKEN@", "1" if broken else "0")
+                    .replace("@ENDPOINT@", etcd.client).replace("@PEER@", etcd.peer))
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def etcd_server(server_root, tmp_path):
+    """server_root with a k3s server on embedded etcd (`cluster-init: true`), its etcd a real one, running."""
+    if shutil.which("etcd") is None or shutil.which("etcdctl") is None:
+        pytest.skip("needs Debian's etcd-server and etcd-client (scripts/apt-packages)")
+    shutil.rmtree(server_root / "var/lib/rancher/k3s/server/db")
+    config = server_root / "etc/rancher/k3s/config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("cluster-init: true\n")
+    etcd = Etcd(server_root, tmp_path)
+    etcd.start()
+    yield etcd
+    etcd.stop()
+
+
+def test_an_etcd_server_is_snapshotted_by_etcd_snapshot_save_and_kept_when_hoist_cannot_count_its_members(
+        server_root, etcd_server, tmp_path, system_bus):
+    etcd = etcd_server
+    systemd = system_bus.start("systemd_manager", stop_kills={"k3s.service": str(etcd.pidfile)})
+    upgrade(server_root, *k3s_args(etcd_standin(tmp_path, V1, etcd), V1, *CHECK), env=system_bus.env(), check=0)
+    assert etcd.get("hoist/mark") == V1
+    for n in range(100):
+        etcd.ctl("put", f"/registry/{n}", "x" * 512)
+    result = upgrade(server_root, *k3s_args(etcd_standin(tmp_path, V3, etcd, broken=True), V3, *CHECK),
+                     env=system_bus.env(), check=1)
+    assert ("k3s: a k3s server: k3s.service runs '/usr/local/bin/k3s server'; /etc/rancher/k3s/config.yaml; etcd: "
+            in result.stderr)
+    assert (f"k3s.service: taking the etcd snapshot: /usr/local/bin/k3s etcd-snapshot save --name hoist-{V1}-to-{V3}"
+            in result.stderr)
+    state = state_of(server_root, "k3s")
+    [snapshot] = state["datastore_snapshots"]
+    assert snapshot["from"] == V1 and snapshot["to"] == V3 and snapshot["kind"] == "etcd"
+    assert snapshot["path"].startswith(f"/var/lib/rancher/k3s/server/db/snapshots/hoist-{V1}-to-{V3}-node1-")
+    assert snapshot["how"] == f"/usr/local/bin/k3s etcd-snapshot save --name hoist-{V1}-to-{V3} (exit 0)"
+    taken = server_root / snapshot["path"].lstrip("/")
+    assert snapshot["bytes"] == taken.stat().st_size > 0
+    # etcd's own check of the file: its hash verifies, and it holds the mark and the 100 keys of V1's datastore.
+    status = json.loads(subprocess.run(["etcdctl", "snapshot", "status", str(taken), "-w", "json"],
+                                       env={**os.environ, "ETCDCTL_API": "3"}, capture_output=True, text=True,
+                                       check=True).stdout)
+    assert status["totalKey"] >= 101 and status["hash"] != 0
+    # V3 marked the datastore and failed. hoist cannot count etcd's members, and a restore on one of several would
+    # split the cluster: it keeps V3 and names the snapshot and the whole cluster's steps.
+    assert etcd.get("hoist/mark") == V3
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
+    assert ("hoist cannot tell how many members etcd has, and a restore on one of several would split the cluster "
+            f"(etcd: /var/lib/rancher/k3s/server/db/etcd); the snapshot {snapshot['path']} holds {V1}'s datastore"
+            in result.stderr)
+    reset = (f"/var/lib/hoist/k3s/{V1}/k3s server --cluster-reset --cluster-reset-restore-path={snapshot['path']}")
+    assert reset in result.stderr
+    assert state["kept_for_datastore"]["version"] == V3 and state["current"] == V3
+    assert "StopUnit" not in [c.split(" ")[0] for c in systemd.calls()]
+    # rollback --restore-snapshot refuses what one node cannot do, with the same steps.
+    refused = rollback(server_root, "--component", "k3s", "--to", V1, "--restore-snapshot", "--restart", "k3s",
+                       env=system_bus.env(), check=2)
+    assert "--restore-snapshot: hoist cannot tell how many members etcd has" in refused.stderr
+    assert reset in refused.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
+    # The steps, done as the message says on this one server, bring V1's datastore back: etcd stopped, the reset
+    # run by V1's kept binary, rollback, etcd started.
+    etcd.stop()
+    subprocess.run(["chroot", str(server_root), *reset.split(" ")], check=True, capture_output=True)
+    rollback(server_root, "--component", "k3s", "--to", V1, "--restart", "k3s", env=system_bus.env(), check=0)
+    etcd.start()
+    assert etcd.get("hoist/mark") == V1
+    assert etcd.count("/registry/") == 100
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
