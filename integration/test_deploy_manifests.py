@@ -181,6 +181,28 @@ def test_no_drain_timeout_works_with_both_controllers_and_the_documented_patch_w
     assert "timeout: 300s" in text and "timeout: 300000000000" in text
 
 
+@needs_kubectl
+def test_the_documented_drain_timeout_patch_renders_in_each_controllers_form(tmp_path):
+    # docs/suc.md's overlay patch, as written there, applied to the drained Plans with kustomize.
+    text = (REPO / "docs/suc.md").read_text()
+    block = re.search(r"```yaml\n(# SUC v0\.16\.3 and later\n.*?)```", text, re.S)[1]
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    for suc, value in (("v0.20", "300s"), ("v0.15.3", "300000000000")):
+        overlay = tmp_path / f"overlay-{suc}"
+        overlay.mkdir()
+        (overlay / "kustomization.yaml").write_text("resources: [../deploy/k3s, ../deploy/tree]\n" +
+                                                    block.replace("value: 300s", f"value: {value}"))
+        plans = by_kind(render(overlay))["Plan"]
+        schema = load_schema(CRDS[suc])
+        for name, plan in plans.items():
+            jsonschema.validate(plan, schema, cls=jsonschema.Draft7Validator)
+            assert suc_reads(plan, suc) == []
+            if name in ("k3s-agent", "os-tree"):
+                assert seconds(plan["spec"]["drain"]["timeout"]) == 300, (suc, name)
+            else:
+                assert "timeout" not in (plan["spec"].get("drain") or {}), name
+
+
 def plans_in_files():
     return [d for path in plan_files() for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "Plan"]
 
