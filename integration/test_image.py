@@ -32,10 +32,12 @@ pytest.register_assert_rewrite("prepare_harness")
 
 from conftest import record_output
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
-from fake_apiserver import NODE_API, munge, write_kubeconfig
+from fake_apiserver import NODE_API, PLAN_API, munge, write_kubeconfig
 from known_secrets import SA_TOKEN
 from payloads import fake_k3s, host_read, manifest_without, state_of
-from prepare_harness import make_service_account, put_server_plan, suc, wait_for_watches
+from prepare_harness import NAMESPACE, SERVER_PLAN, make_service_account, put_server_plan, suc, wait_for_watches
+from suc_emulator import SucEmulator
+from test_deploy_manifests import account_rules, overlay_docs
 
 pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster, server
 
@@ -238,6 +240,8 @@ class Job:
     def __init__(self, plan, host_root, work_dir, image_names, secrets=None, kubernetes=("10.43.0.1", 443),
                  service_account=None, extra_env=None):
         self.plan = plan
+        # The file the kubelet mounts at /dev/termination-log in every container; what it shows of the pod.
+        self.termination_log = Path(work_dir) / "termination-log"
         self.extra_env = dict(extra_env or {})
         self.name = plan["metadata"]["name"]
         self.version = munge(plan["spec"]["version"])
@@ -245,6 +249,7 @@ class Job:
         self.host_root = Path(host_root)
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.termination_log.write_text("")
         self.image_names = image_names
         self.pod_name = f"apply-{self.name}-on-{NODE}-with-{self.hash[:8]}-{uuid.uuid4().hex[:5]}"
         self.pod_uid = str(uuid.uuid4())
@@ -318,7 +323,8 @@ class Job:
         argv = ["run", "--rm", "--pull=never", "--name", name, "--net=host", "--pid=host", "--ipc=host",
                 "--volume", f"{self.host_root}:/host",
                 "--volume", f"{self.pod_info}:/run/system-upgrade/pod:ro",
-                "--volume", f"{self.service_account}:/var/run/secrets/kubernetes.io/serviceaccount:ro"]
+                "--volume", f"{self.service_account}:/var/run/secrets/kubernetes.io/serviceaccount:ro",
+                "--volume", f"{self.termination_log}:/dev/termination-log"]
         if container == "upgrade":
             argv += ["--privileged", "--cap-add", "SYS_BOOT"]
         for mount, directory in self.secrets.items():
@@ -557,6 +563,70 @@ def test_a_plan_whose_version_the_image_does_not_carry_is_refused(plans, payload
     assert manifest_without(host_root, "run/hoist") == before
 
 
+def test_a_k3s_plan_job_on_a_node_without_a_system_bus_changes_nothing(plans, payloads, host_root, tmp_path, cluster,
+                                                                       server, pki):
+    # It switched /usr/local/bin/k3s to the new version, then exited 1: the disk held the new binary, the running
+    # k3s was the old one, no health check ran, and the next reboot would have started the new version unchecked.
+    old_k3s = fake_k3s(host_root, tmp_path, "v1.29.5+k3s1").read_bytes()
+    image = payloads.get("k3s", K3S_V1)
+    job = Job(plans["k3s-server"], host_root, tmp_path / "job", {"localhost/hoist-k3s": image.rsplit(":", 1)[0]},
+              **in_cluster(server, pki, tmp_path / "sa"))
+    result = job.run(timeout=240)
+    assert result.returncode == 1, result
+    error = (f"k3s: cannot restart k3s.service after the switch to {K3S_V1}: failed to find the system bus socket "
+             "'/host/run/dbus/system_bus_socket': No such file or directory")
+    assert error in result.stderr
+    # The host is on the old version: the installer's binary, untouched.
+    assert not os.path.islink(host_root / "usr/local/bin/k3s")
+    assert (host_root / "usr/local/bin/k3s").read_bytes() == old_k3s
+    assert job.termination_log.read_text() == \
+        f"hoist upgrade: failed (exit 1): {error}\n" \
+        f"k3s: v1.29.5+k3s1 (what '/usr/local/bin/k3s --version' says) -> {K3S_V1} (upgrade)\n"
+
+
+def test_a_refused_downgrade_that_suc_retries_pod_after_pod_is_one_event_series(plans, payloads, host_root, tmp_path,
+                                                                                 cluster, server, pki):
+    # SUC retries a failed pod until the backoff limit (99 in its manifests) or the deadline: each refusal was a new
+    # Warning Event, and the termination message said the refusal twice.
+    older = payloads.get("tree", TREE_V1, epoch=1717200000)
+    newer = payloads.get("tree", TREE_V2, epoch=1719792000)
+    assert manual(newer, host_root, "upgrade", "--manifest", "/payload/hoist.json").returncode == 0
+    plan = plans["os-tree"]  # its version, 2024.6.1, is older than the host's
+    assert munge(plan["spec"]["version"]) == TREE_V1
+    cluster.rbac = account_rules(overlay_docs("tree"), "hoist-os-tree", "events")
+    cluster.add_node(NODE, {"hoist-os": "enabled"})
+    cluster.put_plan("os-tree", NAMESPACE, plan["spec"])
+    names = {"localhost/hoist-tree": older.rsplit(":", 1)[0]}
+    pods = []
+
+    def run_pod(node, attempt, seconds_left):
+        job = Job(plan, host_root, tmp_path / f"pod{attempt}", names,
+                  **in_cluster(server, pki, tmp_path / f"sa{attempt}"))
+        pods.append(job.run(timeout=120))
+        return pods[-1].returncode
+
+    # Three pods: the first, then two retries, and the Job's backoff limit (2, SUC's code default) fails it.
+    emulator = SucEmulator(cluster, "os-tree", NAMESPACE, run_pod=run_pod, backoff_limit=2).start()
+    emulator.join(timeout=600)
+    assert emulator.pods[NODE] == [3, 3, 3]
+    refusal = f"os: refusing to downgrade from {TREE_V2} to {TREE_V1} (--allow-downgrade allows it)"
+    for pod in pods:
+        assert f"gate: {refusal}" in pod.stderr
+    # One Event, counted three times; the refusal said once.
+    events = [(e["reason"], e["note"], e.get("series", {}).get("count")) for e in cluster.events]
+    assert events == [("HoistUpgradeFailed", f"hoist upgrade: failed (exit 3): {refusal}", 3)]
+    message = (tmp_path / "pod3" / "termination-log").read_text()
+    assert message == f"hoist upgrade: failed (exit 3): {refusal}\n"
+    assert not [r for r in cluster.requests if r.get("status") == 403]
+    # SUC gave up: the Plan says why, as the agents' prepare reads it.
+    complete = next(c for c in cluster.get(PLAN_API, "os-tree", NAMESPACE)["status"]["conditions"]
+                    if c["type"] == "Complete")
+    assert (complete["status"], complete["reason"]) == ("False", "JobFailed")
+    assert complete["message"].endswith(f"failed on Node {NODE}: BackoffLimitExceeded: Job has reached the specified "
+                                        "backoff limit")
+    assert os.readlink(host_root / "opt/hoist-os/current") == TREE_V2
+
+
 def test_a_payload_signed_by_another_key_is_refused_before_the_host_changes(plans, payloads, host_root, tmp_path,
                                                                            server, pki):
     image = payloads.get("k3s", K3S_V1, signed=True)
@@ -680,6 +750,32 @@ def test_prepare_in_the_image_with_a_refused_token_fails_naming_the_request(plan
     assert "failed to list plans.upgrade.cattle.io in namespace 'system-upgrade'" in result.stderr
     assert "401 Unauthorized" in result.stderr
     assert SA_TOKEN not in result.stderr + result.stdout
+
+
+def test_the_agent_plans_prepare_container_fails_at_once_when_the_server_plan_failed(plans, hoist_image, cluster,
+                                                                                     server, pki, host_root,
+                                                                                     tmp_path):
+    # It waited out its whole --timeout=1200 after SUC had given up on the server Plan, said only "nodes not done",
+    # and wrote no termination message; SUC then started a second pod that waited again.
+    account = make_service_account(tmp_path / "sa", pki["ca"], "token-1", "system-upgrade")
+    job = Job(plans["k3s-agent"], host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
+              kubernetes=(server.host, server.port), service_account=account)
+    put_server_plan(cluster)
+    pod = job.start("prepare")
+    wait_for_watches(cluster, resource="plans", timeout=60)
+    # The server Plan's Job on s1 fails: its deadline passes while its pods fail.
+    emulator = suc(cluster, job_seconds=0.5, failing={"s1"}, deadline=2).start()
+    started = time.monotonic()
+    pod.wait(timeout=120)
+    emulator.join()
+    assert pod.returncode == 1, pod
+    assert time.monotonic() - started < 60
+    job_name = emulator.job_name("s1", cluster.get(PLAN_API, SERVER_PLAN, NAMESPACE)["status"]["latestHash"])
+    error = (f"plan 'k3s-server' in namespace 'system-upgrade' has failed: system-upgrade-controller says: Job "
+             f"system-upgrade/{job_name} failed on Node s1: DeadlineExceeded: Job was active longer than specified "
+             "deadline")
+    assert error in pod.stderr
+    assert job.termination_log.read_text() == f"hoist prepare: failed (exit 1): {error}\n"
 
 
 def test_prepare_by_hand_with_a_kubeconfig_naming_the_server_by_host_name(hoist_image, cluster, server, pki,
