@@ -11,6 +11,7 @@ inside it as on a host."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_hoist
+from conftest import HOIST_BIN, run_hoist, run_recorded
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from payloads import rollback, state_of, upgrade
 
@@ -486,3 +487,64 @@ def test_an_etcd_server_is_snapshotted_by_etcd_snapshot_save_and_kept_when_hoist
     assert etcd.get("hoist/mark") == V1
     assert etcd.count("/registry/") == 100
     assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+
+
+# ---- SIGKILL at every rename of a server's upgrade: the snapshot, the switch, the restore, the switch back ----
+
+def leftovers(host_root):
+    """hoist's temporaries left beside k3s's database and among the snapshots."""
+    found = []
+    for directory in (host_root / DB).parent, host_root / "var/lib/hoist/k3s/datastore":
+        if directory.is_dir():
+            found += [str(directory / e) for e in os.listdir(directory) if e.startswith(".hoist-tmp.")]
+    return found
+
+
+def traced_renames(argv, env, tmp_path):
+    """The renames one run of `argv` makes, in order: [(name, occurrence)]."""
+    log = tmp_path / "strace.log"
+    run_recorded(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=rename,renameat,renameat2", *map(str, argv)],
+                 env=env, capture_output=True)
+    counts, calls = {}, []
+    for line in log.read_text().splitlines():
+        match = re.match(r"^(?:\d+\s+)?(rename\w*)\(", line)
+        if match and "resumed>" not in line:
+            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+            calls.append((match.group(1), counts[match.group(1)]))
+    return calls
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_a_kill_at_any_rename_of_a_failed_sqlite_server_upgrade_leaves_the_datastore_with_its_version(
+        server_root, tmp_path, system_bus):
+    """SIGKILL (strace's fault injection, as test_crash.py) at each rename of an upgrade whose snapshot is taken,
+    whose version fails and whose datastore is put back: the next run ends on V1 with V1's datastore, whole, and
+    leaves no temporary of hoist's beside it."""
+    system_bus.start("systemd_manager")
+    db = server_root / DB
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(server_root / "var/lib/hoist", pristine / "hoist", symlinks=True)
+    shutil.copytree(db.parent, pristine / "db", symlinks=True)
+    failing = [HOIST_BIN, "upgrade", "--host-root", server_root, "--lock-timeout", "5",
+               *k3s_args(standin(tmp_path, V3, broken=True), V3, *CHECK)]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **system_bus.env()}
+    calls = traced_renames(failing, env, tmp_path)
+    assert len(calls) > 5, calls
+    for name, occurrence in calls:
+        for target, source in ((server_root / "var/lib/hoist", pristine / "hoist"), (db.parent, pristine / "db")):
+            shutil.rmtree(target)
+            shutil.copytree(source, target, symlinks=True)
+        (server_root / "usr/local/bin/k3s").unlink()
+        (server_root / "usr/local/bin/k3s").symlink_to(f"/var/lib/hoist/k3s/{V1}/k3s")
+        killed = run_recorded(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}", "-e",
+                               f"inject={name}:signal=KILL:when={occurrence}", *map(str, failing)],
+                              env=env, capture_output=True, text=True, timeout=60)
+        where = f"killed at {name} #{occurrence}: {killed.stderr[-300:]}"
+        # Whatever the kill left, the next run goes back to V1 with V1's datastore, and cleans up after it.
+        again = run_hoist(*failing[1:], env=system_bus.env())
+        assert again.returncode in (1, 3), where + "\nthen: " + again.stderr[-1500:]
+        assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s", where
+        assert mark(db) == V1, where
+        assert integrity(db) == "ok", where
+        assert leftovers(server_root) == [], where

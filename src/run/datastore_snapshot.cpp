@@ -28,6 +28,10 @@ constexpr const char* k_sqlite_stale[] = {"-wal", "-shm", "-journal"};
 
 constexpr size_t k_output = 256 * 1024;
 
+// The tag of the temporaries a restore writes beside the server's database: that directory is the server's, so only
+// a name with hoist's tag is a leftover of hoist's (temporary_name.hpp).
+constexpr std::string_view k_restore_tag = "hoist-restore";
+
 std::string dir_of(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == 0 ? "/" : path.substr(0, slash);
@@ -120,6 +124,11 @@ DatastoreSnapshot sqlite_snapshot(const HostRoot& root, HostSteps& host, const S
   if (!parent) {
     throw Failure(parent.error().message);
   }
+  // A copy or a removal that a killed run left half done: the directory is hoist's alone.
+  if (auto removed = parent->remove_leftovers([](std::string_view entry) { return entry.starts_with(k_temp_prefix); });
+      !removed) {
+    throw Failure(removed.error().message);
+  }
   const std::string final_name = base_of(sqlite_dir);
   const std::string temp_name = temporary_name(final_name);
   auto temp = parent->make_child(temp_name);
@@ -209,6 +218,12 @@ void restore_sqlite(const HostRoot& root, const ServerDatastore& server, const D
   const HostDir db_dir = open_dir(root, dir_of(server.location));
   const HostDir copy = open_dir(root, snapshot.path);
   const std::string db = base_of(server.location);
+  // A restore that a killed run left half done is done again whole; its temporaries go first.
+  if (auto removed =
+          db_dir.remove_leftovers([](std::string_view entry) { return is_temporary_name(entry, k_restore_tag); });
+      !removed) {
+    throw Failure(removed.error().message);
+  }
   // What the new version left beside its database goes first: replayed over the old database it would corrupt it.
   for (const char* suffix : k_sqlite_stale) {
     const std::string stale = db + suffix;
@@ -231,7 +246,7 @@ void restore_sqlite(const HostRoot& root, const ServerDatastore& server, const D
     if (!source) {
       throw Failure(source.error().message);
     }
-    const std::string temp = temporary_name(file);
+    const std::string temp = temporary_name(file, k_restore_tag);
     auto copied = copy_with_metadata(source->get(), db_dir.fd(), temp, db_dir.display(temp));
     if (!copied) {
       throw Failure(copied.error().message);
