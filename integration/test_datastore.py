@@ -489,6 +489,27 @@ def test_an_etcd_server_is_snapshotted_by_etcd_snapshot_save_and_kept_when_hoist
     assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
 
 
+
+def test_an_etcd_that_cannot_be_snapshotted_fails_the_upgrade_before_the_switch(server_root, etcd_server, tmp_path,
+                                                                                system_bus):
+    """etcd down (here: stopped; on a cluster, a member that lost its quorum): `etcd-snapshot save` does not finish
+    (etcdctl 3.4 keeps dialling), --datastore-timeout ends it, and the run fails before the switch; k3s was never
+    stopped and V1 stays current."""
+    etcd = etcd_server
+    systemd = system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(etcd_standin(tmp_path, V1, etcd), V1, *CHECK), env=system_bus.env(), check=0)
+    etcd.stop()
+    result = upgrade(server_root, *k3s_args(etcd_standin(tmp_path, V2, etcd), V2, *CHECK, "--datastore-timeout", "5"),
+                     env=system_bus.env(), check=1)
+    assert "failed to snapshot the etcd datastore: " in result.stderr
+    assert result.stderr.rstrip().endswith("/usr/local/bin/k3s': it did not finish within 5 s")
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+    assert not (server_root / f"var/lib/hoist/k3s/{V2}").exists()
+    state = state_of(server_root, "k3s")
+    assert state["current"] == V1 and state["last_result"]["outcome"] == "failed"
+    assert not state.get("datastore_snapshots")
+    assert [c.split(" ")[0] for c in systemd.calls() if c.startswith(("StopUnit", "RestartUnit"))] == ["RestartUnit"]
+
 # ---- SIGKILL at every rename of a server's upgrade: the snapshot, the switch, the restore, the switch back ----
 
 def leftovers(host_root):
