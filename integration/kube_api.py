@@ -89,6 +89,22 @@ class Api:
                 raise
             return None
 
+    def watch(self, path, timeout, **query):
+        """The events of a watch on `path` from `resourceVersion` (in `query`), as (type, object), for at most
+        `timeout` s: what a poll can miss, such as the last status of a pod that is deleted a moment later."""
+        query = dict(query, watch="true", timeoutSeconds=str(int(timeout)))
+        request = urllib.request.Request(self.server + path + "?" + urllib.parse.urlencode(query), method="GET")
+        request.add_header("Authorization", f"Bearer {self.token}")
+        request.add_header("Accept", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout + 30, context=self.context) as reply:
+                for line in reply:
+                    if line.strip():
+                        event = json.loads(line)
+                        yield event["type"], event["object"]
+        except urllib.error.HTTPError as error:
+            raise ApiError("GET", path, error.code, error.read().decode(errors="replace")) from None
+
     def wait_for(self, what, predicate, timeout, interval=0.5):
         """predicate() until it returns something true; AssertionError naming `what` after `timeout` s."""
         deadline = time.monotonic() + timeout

@@ -11,15 +11,17 @@ A test file uses them with `pytest_plugins = ["real_cluster"]`:
   suc            (test)    the controller, running; .host_root(node) is the scratch directory mounted at /host
                            in that node's Jobs. At the end every Plan, Job and pod of the test is gone and the
                            nodes are as they were.
+  bus            (test)    a system bus with the D-Bus doubles in the server node's host root
+  wait_job_created (test)  wait(plan): the first Job of a Plan
 
-and the helpers apply_overlay() (deploy/ through kustomize with an overlay for image names only),
-wait_for_job() and pods_of().
+and the helpers apply_overlay() (deploy/ through kustomize with an overlay for image names only), k3s_server()
+(deploy/k3s's server Plan at a version), plan_doc() (a Plan of a test's own), wait_for_job(), wait_for_pod_exit(),
+pods_of(), termination_message() and node_events(). docs/dev/real-cluster.md tells how to write a scenario.
 """
 
 import os
 import shutil
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import pytest
 import yaml
 
 from conftest import record_output
+from dbus_harness import SystemBus, available as dbus_available
 from kube_api import EVENTS, JOBS, NODES, PLANS, PODS, Api, ApiError
 from suc_controller import SucController
 
@@ -41,6 +44,10 @@ PLAN_CRD = REFERENCE / "upgrade.cattle.io_plans-v0.15.3.yaml"
 NAMESPACE = "system-upgrade"
 # The labels the tests put on nodes, removed after each test.
 TEST_LABEL_PREFIXES = ("plan.upgrade.cattle.io/", "k3s-upgrade", "hoist-os", "node-role.kubernetes.io/")
+# The k3s versions of the tests' payloads, and what the cluster's kubelets report (scripts/kube builds them with
+# k3s's version suffix).
+K3S_OLD, K3S_NEW, K3S_NEWER = "v1.20.1+k3s1", "v1.20.2+k3s1", "v1.20.3+k3s1"
+KUBELET = "v1.20.2+k3s1"
 
 
 class RealCluster:
@@ -163,6 +170,15 @@ def import_payload(real_cluster, hoist_images, image):
     return image
 
 
+def image_names(hoist_images, **payloads):
+    """A kustomize overlay's image names: deploy/'s localhost/hoist (the agents' prepare step) as the tests' hoist
+    image, and each payload (`k3s=image`) as its test build. The tags stay the Plans' own."""
+    names = {"localhost/hoist": hoist_images["hoist"].rsplit(":", 1)[0]}
+    for recipe, image in payloads.items():
+        names[f"localhost/hoist-{recipe}"] = image.rsplit(":", 1)[0]
+    return names
+
+
 class Suc:
     """The controller of one test and its scratch host roots."""
 
@@ -207,17 +223,43 @@ def suc(real_cluster, tmp_path, suc_settings):
         clean_up(real_cluster)
 
 
+@pytest.fixture
+def bus(suc, tmp_path):
+    """A system bus in the server node's scratch host root, where the k3s Plans' upgrade container finds it."""
+    if not dbus_available():
+        pytest.skip("dbus-daemon or python3-dbusmock (Debian's /usr/bin/python3) is missing")
+    created = SystemBus(suc.host_root(suc.cluster.server_node), tmp_path / "bus")
+    yield created
+    created.stop()
+
+
+@pytest.fixture
+def wait_job_created(real_cluster):
+    """wait(plan, timeout): the first Job of `plan`, once the controller has made it."""
+    def wait(plan, timeout=120):
+        return real_cluster.api.wait_for(f"a Job of plan {plan}", lambda: (jobs_of(real_cluster, plan) or [None])[0],
+                                         timeout)
+    return wait
+
+
 def clean_up(cluster):
     """Every Plan, Job and pod of the namespace deleted (the pods waited for), the test's node labels and
-    cordons gone, the shipped accounts and roles removed."""
+    cordons gone, the shipped accounts and roles removed, hoist's Events about the nodes deleted."""
     api = cluster.api
+    for event in api.items(EVENTS.format(ns="default")):
+        if event.get("reportingComponent") == "hoist":
+            api.delete(f"{EVENTS.format(ns='default')}/{event['metadata']['name']}")
     for plan in api.items(PLANS.format(ns=NAMESPACE)):
         api.delete(f"{PLANS.format(ns=NAMESPACE)}/{plan['metadata']['name']}")
     for job in api.items(JOBS.format(ns=NAMESPACE)):
         api.delete(f"{JOBS.format(ns=NAMESPACE)}/{job['metadata']['name']}")
     for pod in api.items(PODS.format(ns=NAMESPACE)):
-        api.request("DELETE", f"{PODS.format(ns=NAMESPACE)}/{pod['metadata']['name']}",
-                    {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
+        try:
+            api.request("DELETE", f"{PODS.format(ns=NAMESPACE)}/{pod['metadata']['name']}",
+                        {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
+        except ApiError as error:
+            if error.status != 404:   # the garbage collector deleted it with its Job meanwhile
+                raise
     api.wait_for("the test's pods are gone", lambda: not api.items(PODS.format(ns=NAMESPACE)), 120)
     for node in api.items(NODES):
         labels = {k: None for k in node["metadata"].get("labels", {}) if k.startswith(TEST_LABEL_PREFIXES)}
@@ -267,6 +309,57 @@ def apply_overlay(cluster, tmp_path, overlay, images, change=None):
     return cluster.apply(docs, check=False), docs
 
 
+def apply_ok(result):
+    assert result.returncode == 0, result.stderr
+
+
+def k3s_server(cluster, payloads, hoist_images, tmp_path, version, drop=("k3s-agent",), args=None):
+    """deploy/k3s with the payload image's test name, the server Plan at `version`, the objects named in `drop`
+    left out (the agent Plan), `args(list)` given the server Plan's upgrade arguments to change; the server node
+    labelled as the Plan selects it. Returns the applied documents."""
+    image = import_payload(cluster, hoist_images, payloads.get("k3s", version))
+    label_node(cluster, cluster.server_node, {"node-role.kubernetes.io/control-plane": "true", "k3s-upgrade": "true"})
+
+    def change(docs):
+        docs[:] = [d for d in docs if d["metadata"]["name"] not in drop]
+        spec = plan_of(docs, "k3s-server")["spec"]
+        spec["version"] = version
+        if args:
+            args(spec["upgrade"]["args"])
+    result, docs = apply_overlay(cluster, tmp_path, "k3s", image_names(hoist_images, k3s=image), change)
+    apply_ok(result)
+    return docs
+
+
+def shipped_accounts(cluster, tmp_path, overlay="k3s"):
+    """The accounts and roles of deploy/<overlay> without its Plans, for Plans of a test's own."""
+    result, _ = apply_overlay(cluster, tmp_path, overlay, {}, lambda docs: docs.__setitem__(
+        slice(None), [d for d in docs if d["kind"] != "Plan"]))
+    apply_ok(result)
+
+
+def plan_doc(name, selector, account, hoist_image, prepare_args=None, upgrade_args=("version",), version=K3S_NEW):
+    """A Plan of the tests' own (not from deploy/): hoist's image, tagged, for its steps."""
+    spec = {"version": version, "concurrency": 1, "serviceAccountName": account,
+            "nodeSelector": {"matchExpressions": selector},
+            "upgrade": {"image": hoist_image, "args": list(upgrade_args)}}
+    if prepare_args:
+        spec["prepare"] = {"image": hoist_image, "args": list(prepare_args)}
+    return {"apiVersion": "upgrade.cattle.io/v1", "kind": "Plan",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+
+
+SERVER_SELECTOR = [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]
+AGENT_SELECTOR = [{"key": "k3s-upgrade", "operator": "Exists"},
+                  {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]
+
+
+def two_k3s_nodes(cluster):
+    """The server node labelled as deploy/k3s's server Plan selects it, the other as its agent Plan does."""
+    label_node(cluster, cluster.server_node, {"node-role.kubernetes.io/control-plane": "true", "k3s-upgrade": "true"})
+    label_node(cluster, cluster.agent_node, {"k3s-upgrade": "true"})
+
+
 def plan_of(docs, name):
     return next(d for d in docs if d["kind"] == "Plan" and d["metadata"]["name"] == name)
 
@@ -288,17 +381,33 @@ def pods_of(cluster, job_name):
     return sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"])
 
 
-def wait_for_job(cluster, plan, timeout, condition="Complete", suc=None):
-    """The Job of `plan` once its `condition` (Complete or Failed) is True."""
+def wait_for_job(cluster, plan, timeout, condition="Complete", suc=None, version=None):
+    """The Job of `plan` (of its `version`, when given: an earlier version's Job stays for its TTL) once its
+    `condition` (Complete or Failed) is True."""
     def done():
         if suc is not None:
             suc.controller.check()
         for job in jobs_of(cluster, plan):
+            if version is not None and job["metadata"]["labels"].get("upgrade.cattle.io/version") != version:
+                continue
             for cond in job.get("status", {}).get("conditions") or []:
                 if cond["type"] == condition and cond["status"] == "True":
                     return job
         return None
     return cluster.api.wait_for(f"a Job of plan {plan} is {condition}", done, timeout)
+
+
+def wait_for_plan_failed(cluster, plan, timeout=60, suc=None):
+    """The Plan's Complete condition once SUC's Job handler wrote the failure of its Job (False, JobFailed): it
+    does so a moment after the Job controller marked the Job Failed."""
+    def failed():
+        if suc is not None:
+            suc.controller.check()
+        for cond in get_plan(cluster, plan).get("status", {}).get("conditions") or []:
+            if cond["type"] == "Complete" and cond["status"] == "False" and cond.get("reason") == "JobFailed":
+                return cond
+        return None
+    return cluster.api.wait_for(f"the Plan {plan} says its Job failed", failed, timeout)
 
 
 def wait_for_pod_exit(cluster, job_name, container="upgrade", count=1, timeout=300, suc=None):
@@ -324,6 +433,33 @@ def container_log(cluster, pod, container="upgrade"):
     text = cluster.kubectl("logs", "-n", NAMESPACE, pod["metadata"]["name"], "-c", container, check=False).stdout
     record_output(["kubectl", "logs", pod["metadata"]["name"], "-c", container], text, "")
     return text
+
+
+def termination_message(pod, container="upgrade"):
+    """What the kubelet read from the container's /dev/termination-log, as the pod's status keeps it."""
+    for status in pod["status"].get("containerStatuses", []) + pod["status"].get("initContainerStatuses", []):
+        if status["name"] == container:
+            return status["state"].get("terminated", {}).get("message", "")
+    return None
+
+
+def pod_log_path(cluster, pod, container="upgrade"):
+    """The file the node's containerd writes the container's output to (CRI's format, a line per write), under the
+    node's own /var/log (scripts/kube gives each node one): readable while the pod runs and, once opened, after the
+    kubelet removed it with the pod."""
+    meta = pod["metadata"]
+    return (cluster.dir / "nodes" / pod["spec"]["nodeName"] / "log/pods" /
+            f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / container / "0.log")
+
+
+def cri_log_text(raw):
+    """The output in a CRI log file's lines ('<time> <stream> <P|F> <text>'), P being part of a line."""
+    out = []
+    for line in raw.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) == 4:
+            out.append(parts[3] + ("" if parts[2] == "P" else "\n"))
+    return "".join(out)
 
 
 def node_events(cluster, node, reason=None):
