@@ -103,7 +103,14 @@ def restore(host_root, pristine):
 
 
 def leftovers(directory):
-    return sorted(p.name for p in Path(directory).iterdir() if p.name.startswith("."))
+    """Names a killed run left in `directory`. `.index` is hoist's own (the file kind's content indexes, one a
+    version); a temporary there, or the index of a version not in `directory`, is a leftover."""
+    directory = Path(directory)
+    left = [p.name for p in directory.iterdir() if p.name.startswith(".") and p.name != ".index"]
+    if (directory / ".index").is_dir():
+        left += [f".index/{p.name}" for p in (directory / ".index").iterdir()
+                 if p.name.startswith(".") or not (directory / p.name).is_dir()]
+    return sorted(left)
 
 
 @pytest.fixture
@@ -309,8 +316,7 @@ class Kind:
         dirs = {"tree": ["opt/app"], "file": [f"var/lib/hoist/{self.component}", "usr/local/bin"],
                 "sync": ["etc", "etc/.app.hoist-sync"],
                 "sysext": [f"var/lib/hoist/{self.component}", "etc/extensions"]}[self.kind]
-        return [f"{d}/{name}" for d in dirs for name in os.listdir(Path(host_root) / d)
-                if name.startswith(".") and name != ".app.hoist-sync"]
+        return [f"{d}/{name}" for d in dirs for name in leftovers(Path(host_root) / d) if name != ".app.hoist-sync"]
 
 
 def make_kind(kind_name, tmp_path, request, files=3):

@@ -80,8 +80,8 @@ def test_a_command_line_that_does_not_parse_is_a_json_line_too(tmp_path):
     result = run_hoist("--log-format", "json", "upgarde", check=2)
     [line] = json_lines(result.stderr)
     assert line["level"] == "error"
-    assert line["msg"] == ("unknown command 'upgarde' (commands: upgrade, rollback, prepare, status, version); "
-                           "run 'hoist --help' for usage")
+    assert line["msg"] == ("unknown command 'upgarde' (commands: upgrade, stage, rollback, prepare, status, "
+                           "version); run 'hoist --help' for usage")
     result = run_hoist("upgrade", "--keep", "0", "--log-format=JSON", check=2)
     [line] = json_lines(result.stderr)
     assert line["level"] == "error" and line["msg"].startswith("--keep: ")

@@ -105,6 +105,20 @@ def test_upgrade_failure_and_rollback_each_post_one_event_on_the_node(host_root,
     assert len(cluster.requests) == 4
 
 
+def test_a_stage_posts_staged_and_a_refused_stage_posts_stage_failed(host_root, payloads, cluster, server, account):
+    # A Plan's prepare step: its refusal is an Event before SUC cordons the node.
+    v1, v2 = payloads
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v2, "2.0.0"), check=0)
+    in_pod(account, server.port, host_root, "stage", *tree_args(v1, "1.0.0"), check=3)
+    in_pod(account, server.port, host_root, "stage", *tree_args(v2, "3.0.0"), check=0)
+    assert [(e["reason"], e["type"], e["action"], e["note"]) for e in cluster.events[1:]] == [
+        ("HoistStageFailed", "Warning", "Stage",
+         "hoist stage: failed (exit 3): app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade allows it)"),
+        ("HoistStaged", "Normal", "Stage", "hoist stage: succeeded; app: 2.0.0 -> 3.0.0 (upgrade)")]
+    assert (host_root / "opt/app/current").readlink().name == "2.0.0"
+    assert state_of(host_root, "app")["staged"]["version"] == "3.0.0"
+
+
 def test_an_event_the_server_refuses_is_a_warning_and_the_upgrade_still_succeeds(host_root, payloads, cluster,
                                                                                  server, account):
     v1, _ = payloads

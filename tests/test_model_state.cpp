@@ -36,6 +36,7 @@ ComponentState sample() {
   s.last_rollback =
       hoist::RollbackRecord{"v1.30.2+k3s1", "v1.30.1+k3s1", "2026-11-20T10:00:00Z", "k3s-rollback", "39c0"};
   s.switching = hoist::SwitchIntent{"v1.30.2+k3s1", "2026-11-21T10:00:03Z", {"k3s.service"}, {"unit:k3s"}};
+  s.staged = hoist::StagedVersion{"v1.30.3+k3s1", "2026-11-21T09:00:00Z", "k3s-server", "7d2e"};
   return s;
 }
 
@@ -54,6 +55,7 @@ TEST_CASE("a saved state loads back field for field", "[state]") {
   CHECK((loaded->rollback->plan == "k3s-rollback" && loaded->rollback->plan_hash == "4a1f"));
   CHECK((loaded->last_rollback->to == "v1.30.1+k3s1" && loaded->last_rollback->plan_hash == "39c0"));
   CHECK(loaded->switching->owed_health_checks == std::vector<std::string>{"unit:k3s"});
+  CHECK((loaded->staged->version == "v1.30.3+k3s1" && loaded->staged->plan == "k3s-server"));
   CHECK(store.components() == std::vector<std::string>{"k3s"});
   CHECK((fs::status(dir / "var/lib/hoist/k3s/state.json").permissions() & fs::perms::all) ==
         (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read));
@@ -232,4 +234,17 @@ TEST_CASE("a rollback intent that leaves its version out of quarantine says so; 
   wrong.replace(wrong.find("\"quarantine\": false"), 19, "\"quarantine\": \"no\"");
   CHECK_THROWS_WITH(hoist::parse_state(wrong, "s"),
                     Catch::Contains("in 'rollback': field 'quarantine' must be true or false"));
+}
+
+TEST_CASE("a staged record names a version's own name, or the state is corrupt", "[state]") {
+  for (const char* version : {"", "../etc", ".hidden", "current", "pre-hoist", "a/b"}) {
+    ComponentState state = sample();
+    state.staged = hoist::StagedVersion{version, "2026-11-21T09:00:00Z", "", ""};
+    INFO(version);
+    CHECK_THROWS_WITH(hoist::parse_state(hoist::to_json_text(state), "s.json"),
+                      "corrupt state file 's.json' in 'staged': field 'version' must be a version's name");
+  }
+  ComponentState before = sample();
+  before.staged.reset();
+  CHECK_FALSE(hoist::parse_state(hoist::to_json_text(before), "s.json").staged.has_value());
 }

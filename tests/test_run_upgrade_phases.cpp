@@ -416,3 +416,185 @@ TEST_CASE("a file component is staged under the state directory and switched by 
   CHECK(h.state_of("tool").previous == "1.0.0");
   CHECK_FALSE(h.state_of("tool").switching.has_value());
 }
+
+namespace {
+
+ino_t inode_of(const fs::path& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+}  // namespace
+
+TEST_CASE("stage puts the new version beside the current one, records it as staged and switches nothing",
+          "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  h.context.suc.plan_name = "os";
+  h.context.suc.plan_latest_hash = "abc";
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options) ==
+          ExitCode::ok);
+  CHECK(names_in(h.host / "opt/app") == std::set<std::string>{"1.0.0", "2.0.0", "current"});
+  CHECK(read_text(h.host / "opt/app/2.0.0/bin/app") == "two\n");
+  CHECK(link_of(h.host / "opt/app/current") == "1.0.0");
+  const auto state = h.state();
+  CHECK(state.current == "1.0.0");
+  // Never current, never kept: a record of its own.
+  CHECK(state.versions.size() == 1);
+  REQUIRE(state.staged.has_value());
+  CHECK(state.staged->version == "2.0.0");
+  CHECK(state.staged->plan == "os");
+  CHECK(state.staged->plan_hash == "abc");
+  REQUIRE(state.last_result.has_value());
+  CHECK(state.last_result->command == "stage");
+  CHECK(state.last_result->outcome == "succeeded");
+  CHECK(state.last_result->message == "staged beside 1.0.0, not switched to: the upgrade switches to it");
+  CHECK(fs::exists(h.host / "var/lib/hoist/app/.index/2.0.0"));
+}
+
+TEST_CASE("the upgrade after a stage switches to the staged version as it is and clears the record",
+          "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  const fs::path v2 = h.payload("v2", "two\n");
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(v2, "2.0.0")), h.options) == ExitCode::ok);
+  const ino_t staged = inode_of(h.host / "opt/app/2.0.0/bin/app");
+  UpgradeRun run(h.context, h.items(Host::app(v2, "2.0.0")), h.options, DryRun::no);
+  run.read_states();
+  CHECK(run.works()[0].staged_ahead);
+  REQUIRE(run.gate());
+  run.verify();
+  run.remount();
+  run.clean_leftovers();
+  run.stage();
+  // Nothing written: the staged tree is the one switched to.
+  CHECK(run.works()[0].stats.files_added + run.works()[0].stats.files_changed + run.works()[0].stats.files_removed ==
+        0);
+  run.switch_over();
+  run.record();
+  CHECK(inode_of(h.host / "opt/app/2.0.0/bin/app") == staged);
+  CHECK(link_of(h.host / "opt/app/current") == "2.0.0");
+  const auto state = h.state();
+  CHECK(state.current == "2.0.0");
+  CHECK_FALSE(state.staged.has_value());
+  CHECK(state.last_result->command == "upgrade");
+}
+
+TEST_CASE(
+    "with SHA256SUMS, the switch after a stage checks the staged copy through its index, reading no payload "
+    "file",
+    "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  const fs::path v2 = h.payload("v2", "two\n");
+  write_text(h.dir / "SHA256SUMS", "27dd8ed44a83ff94d557f9fd0412ed5a8cbca69ea04922d88c01184a07300a5a  bin/app\n" +
+                                       std::string(k_sha_same) + "  etc/conf\n");
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(v2, "2.0.0", h.dir / "SHA256SUMS")), h.options) ==
+          ExitCode::ok);
+  // Other bytes of the same size and mtime in the payload: read, they would fail the sums (exit 5). The staged copy
+  // was verified when it was staged; its index vouches for it and the sums say what it must hold.
+  const auto mtime = fs::last_write_time(v2 / "bin/app");
+  write_text(v2 / "bin/app", "tw0\n");
+  fs::last_write_time(v2 / "bin/app", mtime);
+  REQUIRE(hoist::run_upgrade(h.context, h.items(Host::app(v2, "2.0.0", h.dir / "SHA256SUMS")), h.options) ==
+          ExitCode::ok);
+  CHECK(link_of(h.host / "opt/app/current") == "2.0.0");
+  CHECK(read_text(h.host / "opt/app/current/bin/app") == "two\n");
+  // Without a stage, the same payload is read and refused.
+  Host fresh;
+  fresh.install("1.0.0", "one\n");
+  const auto [code, message] = error_of([&] {
+    hoist::run_upgrade(fresh.context, fresh.items(Host::app(v2, "2.0.0", h.dir / "SHA256SUMS")), fresh.options);
+  });
+  CHECK(code == ExitCode::verification);
+}
+
+TEST_CASE("a staged version that no longer holds the payload is staged again before the switch", "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  const fs::path v2 = h.payload("v2", "two\n");
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(v2, "2.0.0")), h.options) == ExitCode::ok);
+  // Changed on the host after the stage: its index no longer vouches for it, and its bytes differ.
+  write_text(h.host / "opt/app/2.0.0/bin/app", "tampered\n");
+  REQUIRE(hoist::run_upgrade(h.context, h.items(Host::app(v2, "2.0.0")), h.options) == ExitCode::ok);
+  CHECK(read_text(h.host / "opt/app/current/bin/app") == "two\n");
+  CHECK_FALSE(h.state().staged.has_value());
+}
+
+TEST_CASE("stage refuses what the upgrade would refuse, recorded for the stage command, and stages nothing",
+          "[upgrade][stage]") {
+  Host h;
+  h.install("2.0.0", "two\n");
+  const auto before = h.snapshot();
+  const auto [code, message] =
+      error_of([&] { hoist::run_stage(h.context, h.items(Host::app(h.payload("v1", "one\n"), "1.0.0")), h.options); });
+  CHECK(code == ExitCode::refused);
+  CHECK(message == "app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade allows it)");
+  const auto state = h.state();
+  CHECK(state.last_result->command == "stage");
+  CHECK(state.last_result->outcome == "refused");
+  CHECK_FALSE(state.staged.has_value());
+  auto after = h.snapshot();
+  after.erase("var/lib/hoist/app/state.json");
+  auto expected = before;
+  expected.erase("var/lib/hoist/app/state.json");
+  CHECK(after == expected);
+}
+
+TEST_CASE("stage refuses a destination the switch could not take, before it stages", "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  fs::remove(h.host / "opt/app/current");
+  fs::create_directory(h.host / "opt/app/current");
+  const auto [code, message] =
+      error_of([&] { hoist::run_stage(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options); });
+  CHECK(code == ExitCode::failed);
+  CHECK(message == "'" + (h.host / "opt/app/current").string() + "' is not a symlink; hoist manages it as one");
+  CHECK(names_in(h.host / "opt/app") == std::set<std::string>{"1.0.0", "current"});
+  CHECK_FALSE(h.state().staged.has_value());
+}
+
+TEST_CASE("staging another version removes the one staged before; a kept version is never removed",
+          "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options) ==
+          ExitCode::ok);
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(h.payload("v3", "three\n"), "3.0.0")), h.options) ==
+          ExitCode::ok);
+  CHECK(names_in(h.host / "opt/app") == std::set<std::string>{"1.0.0", "3.0.0", "current"});
+  CHECK_FALSE(fs::exists(h.host / "var/lib/hoist/app/.index/2.0.0"));
+  CHECK(h.state().staged->version == "3.0.0");
+}
+
+TEST_CASE("the retention of an upgrade to another version removes what was staged for it", "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(h.payload("v2", "two\n"), "2.0.0")), h.options) ==
+          ExitCode::ok);
+  h.install("3.0.0", "three\n");
+  CHECK(names_in(h.host / "opt/app") == std::set<std::string>{"1.0.0", "3.0.0", "current", "previous"});
+  CHECK_FALSE(h.state().staged.has_value());
+  // And a run that finds its target installed drops a stale one too.
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(h.payload("v4", "four\n"), "4.0.0")), h.options) ==
+          ExitCode::ok);
+  h.install("3.0.0", "three\n");
+  CHECK_FALSE(fs::exists(h.host / "opt/app/4.0.0"));
+  CHECK_FALSE(h.state().staged.has_value());
+}
+
+TEST_CASE("a dry run names the staged version and what the switch would do with it", "[upgrade][stage]") {
+  Host h;
+  h.install("1.0.0", "one\n");
+  const fs::path v2 = h.payload("v2", "two\n");
+  REQUIRE(hoist::run_stage(h.context, h.items(Host::app(v2, "2.0.0")), h.options) == ExitCode::ok);
+  const auto before = h.snapshot();
+  const hoist::UpgradePreview preview = hoist::preview_upgrade(h.context, h.items(Host::app(v2, "2.0.0")), h.options);
+  CHECK(h.snapshot() == before);
+  REQUIRE(preview.components.size() == 1);
+  CHECK(preview.components[0].staged == "2.0.0");
+  CHECK(preview.components[0].staged_is_target);
+  CHECK(preview.components[0].staged_holds);
+  CHECK(preview.components[0].staged_at == h.state().staged->started_at);
+}

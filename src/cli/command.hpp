@@ -31,7 +31,7 @@ class Command {
   virtual ExitCode run(Context& context) = 0;
   /// Whether the command needs the host root opened (most do; `version` does not).
   [[nodiscard]] virtual bool needs_host() const { return true; }
-  /// Whether the command's outcome goes into the pod's termination message (a SUC Job's upgrade, rollback and
+  /// Whether the command's outcome goes into the pod's termination message (a SUC Job's upgrade, stage, rollback and
   /// prepare); for a command that changes the host, also into the metrics file and the node's Event.
   [[nodiscard]] virtual bool reports_outcome() const { return false; }
   /// What the run decided, one line a component, for the termination message (after run(), also after a throw).

@@ -70,6 +70,10 @@ std::optional<NodeEvent> outcome_event(const std::string& command, ExitCode code
   } else if (command == "rollback") {
     event.action = "Rollback";
     event.reason = ok ? "HoistRolledBack" : "HoistRollbackFailed";
+  } else if (command == "stage") {
+    // A Plan's prepare step: a refusal here is one before SUC cordons the node, which says so.
+    event.action = "Stage";
+    event.reason = ok ? "HoistStaged" : "HoistStageFailed";
   } else {
     return std::nullopt;
   }

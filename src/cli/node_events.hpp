@@ -17,8 +17,9 @@ namespace hoist::cli {
 /// warning line, and that line never holds the token.
 void tell_node(const Context& context, const NodeEvent& event);
 
-/// The event for the outcome of `command` ("upgrade" or "rollback"): HoistUpgraded or HoistRolledBack when `code`
-/// is ok, else HoistUpgradeFailed or HoistRollbackFailed (Warning) with the error; the note ends with `summary`.
+/// The event for the outcome of `command` ("upgrade", "stage" or "rollback"): HoistUpgraded, HoistStaged or
+/// HoistRolledBack when `code` is ok, else HoistUpgradeFailed, HoistStageFailed or HoistRollbackFailed (Warning)
+/// with the error; the note ends with `summary`.
 /// An upgrade that switched back by itself (`rolled_back`: a failed health check) is HoistRolledBack (Warning)
 /// naming what it switched back, from which version to which, and why, in place of the error. None for another
 /// command.

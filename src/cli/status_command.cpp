@@ -12,7 +12,7 @@ namespace hoist::cli {
 
 namespace {
 
-void print_text(const ComponentState& state) {
+void print_text(const ComponentState& state, bool staged_complete) {
   std::printf("%s (%s at %s)\n", state.component.c_str(), state.kind.c_str(), state.destination.c_str());
   std::printf("  current:  %s\n", state.current.empty() ? "(none)" : state.current.c_str());
   if (!state.previous.empty()) {
@@ -51,6 +51,13 @@ void print_text(const ComponentState& state) {
     std::printf("  kept %s since %s, not switched back: %s\n", state.kept_for_datastore->version.c_str(),
                 state.kept_for_datastore->since.c_str(), state.kept_for_datastore->reason.c_str());
   }
+  if (state.staged) {
+    // Never current nor kept: a version `hoist stage` staged for the next switch.
+    const auto& staged = *state.staged;
+    std::printf("  staged:   %s at %s%s%s, not switched to%s\n", staged.version.c_str(), staged.started_at.c_str(),
+                staged.plan.empty() ? "" : " for plan ", staged.plan.c_str(),
+                staged_complete ? "" : " (its staging did not complete)");
+  }
   if (state.pending_reboot) {
     std::printf("  pending reboot to %s (requested at %s from boot %s)\n", state.pending_reboot->target.c_str(),
                 state.pending_reboot->requested_at.c_str(), state.pending_reboot->boot_id.c_str());
@@ -83,25 +90,32 @@ class StatusCommand final : public Command {
         }
       }
     }
+    std::vector<bool> staged_complete;
     for (auto& state : states) {
       // What a killed run switched to and did not record is what the host runs: status says that.
       const InstallTarget target{state.component, parse_component_kind(state.kind), state.destination,
                                  store.state_dir()};
-      agree_with_host(*make_installer(context.root(), target, Durability::syncfs), state);
+      const auto installer = make_installer(context.root(), target, Durability::syncfs);
+      agree_with_host(*installer, state);
+      staged_complete.push_back(state.staged && installer->has_complete(state.staged->version));
     }
     if (m_json) {
       nlohmann::json out{{"host_root", context.root().path().string()},
                          {"state_dir", store.state_dir()},
                          {"components", nlohmann::json::array()}};
-      for (const auto& state : states) {
-        out["components"].push_back(nlohmann::json::parse(to_json_text(state)));
+      for (size_t i = 0; i < states.size(); ++i) {
+        auto component = nlohmann::json::parse(to_json_text(states[i]));
+        if (states[i].staged) {
+          component["staged"]["complete"] = static_cast<bool>(staged_complete[i]);
+        }
+        out["components"].push_back(std::move(component));
       }
       std::printf("%s\n", out.dump(2).c_str());
     } else if (states.empty()) {
       std::printf("no components installed (no state under %s)\n", context.root().display(store.state_dir()).c_str());
     } else {
-      for (const auto& state : states) {
-        print_text(state);
+      for (size_t i = 0; i < states.size(); ++i) {
+        print_text(states[i], staged_complete[i]);
       }
     }
     return ExitCode::ok;

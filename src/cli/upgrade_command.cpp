@@ -17,6 +17,7 @@
 #include "host_action_options.hpp"
 #include "logging.hpp"
 #include "node_ready.hpp"
+#include "plan_wait.hpp"
 
 namespace hoist::cli {
 
@@ -36,10 +37,23 @@ constexpr std::chrono::seconds k_node_timeout{15};
 
 // The dry run's report on stdout: per component, what its switch would change (or the gate's line when it changes
 // nothing), then the health checks the switches would owe. With nothing to change, the gate's lines alone.
+// What the dry run says of a version `hoist stage` left: what the switch would do with it.
+void print_staged(const ComponentPreview& component) {
+  if (component.staged.empty()) {
+    return;
+  }
+  const char* what = !component.staged_is_target ? "for another version: the upgrade removes it"
+                     : component.staged_holds    ? "the switch takes it as it is, nothing to stage"
+                     : component.changes         ? "it does not hold the payload: it would be staged again"
+                                                 : "not switched to";
+  std::printf("  staged:    %s at %s (hoist stage): %s\n", component.staged.c_str(), component.staged_at.c_str(), what);
+}
+
 void print_preview(const UpgradePreview& preview) {
   for (const ComponentPreview& component : preview.components) {
     if (!component.changes) {
       std::printf("%s: %s\n", component.name.c_str(), component.gate.c_str());
+      print_staged(component);
       continue;
     }
     const TransferStats& stats = *component.changes;
@@ -52,6 +66,7 @@ void print_preview(const UpgradePreview& preview) {
     std::printf("  remove:    %8llu files  %s\n", static_cast<unsigned long long>(stats.files_removed),
                 format_bytes(stats.bytes_removed).c_str());
     std::printf("  unchanged: %8llu files\n", static_cast<unsigned long long>(stats.files_unchanged));
+    print_staged(component);
   }
   if (!preview.changes_host()) {
     return;
@@ -66,12 +81,18 @@ void print_preview(const UpgradePreview& preview) {
   std::printf("dry run: nothing was changed\n");
 }
 
+// `hoist upgrade` and `hoist stage` take the same components, from the same flags or manifest, so that a Plan's
+// prepare step (stage) and its upgrade step decide alike: one class, in two modes.
 class UpgradeCommand final : public Command {
  public:
-  explicit UpgradeCommand(const LogOptions& log) : m_log(log) {}
+  UpgradeCommand(const LogOptions& log, RunMode mode) : m_log(log), m_mode(mode) {}
 
   CLI::App* add_to(CLI::App& app) override {
-    m_app = app.add_subcommand("upgrade", "verify, stage and switch to a new version of one or more components");
+    m_app = m_mode == RunMode::stage
+                ? app.add_subcommand("stage",
+                                     "decide, verify and stage a new version beside the current one without switching "
+                                     "to it (a Plan's prepare step, before the drain); the upgrade then switches")
+                : app.add_subcommand("upgrade", "verify, stage and switch to a new version of one or more components");
     m_app->add_option("--component", m_spec.name, "the component's name ([a-z0-9][a-z0-9._-]*)");
     m_app->add_option("--kind", m_kind, "how the component lives on the host")->option_text("tree|file|sysext|sync");
     m_app->add_option("--source", m_spec.source, "the payload: a directory, a file or an archive (container path)");
@@ -105,7 +126,9 @@ class UpgradeCommand final : public Command {
     m_app->add_flag("--require-signature", m_trust.require_signature,
                     "refuse (exit 5) any component without a signed SHA256SUMS and a key");
     m_app->add_option("--manifest", m_manifest, "upgrade the components a payload manifest (JSON) lists");
-    m_app->add_flag("--dry-run", m_dry_run, "print what would change; change nothing");
+    if (m_mode == RunMode::upgrade) {
+      m_app->add_flag("--dry-run", m_dry_run, "print what would change; change nothing");
+    }
     m_app
         ->add_option("--max-unpacked-bytes", m_max_unpacked_bytes,
                      "refuse an archive payload that unpacks to more than this many bytes (0: no limit)")
@@ -119,6 +142,10 @@ class UpgradeCommand final : public Command {
         ->default_str(std::to_string(k_default_unpack_ratio));
     m_app->add_option("--threads", m_threads, "the transfer's worker threads (default: twice the cores, at most 16)")
         ->check(CLI::Range(1U, 64U));
+    if (m_mode == RunMode::stage) {
+      add_stage_options();
+      return m_app;
+    }
     m_host.add_to(*m_app);  // --remount, --restart, --reboot…: with --manifest too
     m_app->add_option("--health-check", m_health_checks,
                       "after the switch and its restarts (or the reboot) this must pass, or hoist switches back: "
@@ -142,6 +169,7 @@ class UpgradeCommand final : public Command {
   }
 
   ExitCode run(Context& context) override {
+    const bool stage = m_mode == RunMode::stage;
     std::vector<UpgradeItem> items;
     const std::string& env_version = context.suc.plan_latest_version;
     if (!m_manifest.empty()) {
@@ -179,7 +207,7 @@ class UpgradeCommand final : public Command {
         }
       }
       if (!missing.empty()) {
-        throw UsageError("upgrade needs " + missing + " (or --manifest)");
+        throw UsageError(std::string(stage ? "stage" : "upgrade") + " needs " + missing + " (or --manifest)");
       }
       m_spec.kind = parse_component_kind(m_kind);
       m_spec.version_scheme = parse_version_scheme(m_scheme);
@@ -204,12 +232,13 @@ class UpgradeCommand final : public Command {
     UpgradeOptions options;
     options.health = m_health;
     options.probes.root = &context.root();
-    const bool wants_node =
-        std::any_of(items.begin(), items.end(),
-                    [&](const UpgradeItem& item) {
-                      return std::any_of(item.health_checks.begin(), item.health_checks.end(), is_node_ready);
-                    }) ||
-        std::any_of(m_health.checks.begin(), m_health.checks.end(), is_node_ready);
+    // `stage` owes no checks: the switch does.
+    const bool wants_node = !stage && (std::any_of(items.begin(), items.end(),
+                                                   [&](const UpgradeItem& item) {
+                                                     return std::any_of(item.health_checks.begin(),
+                                                                        item.health_checks.end(), is_node_ready);
+                                                   }) ||
+                                       std::any_of(m_health.checks.begin(), m_health.checks.end(), is_node_ready));
     // Made here, before the lock and the gate: outside a Job the Node could never be read. One for both uses.
     std::shared_ptr<const OwnNode> own_node;
     if (wants_node) {
@@ -227,7 +256,11 @@ class UpgradeCommand final : public Command {
     }
     options.progress = progress_style_for_stderr(m_log.format);
     options.durability = default_durability();
-    options.host = m_host.actions(context);
+    if (stage) {
+      options.host.remount = m_stage_remount ? Remount::yes : Remount::no;
+    } else {
+      options.host = m_host.actions(context);
+    }
     options.max_unpacked_bytes = m_max_unpacked_bytes;
     options.max_unpack_ratio = static_cast<double>(m_max_unpack_ratio);
     options.threads = m_threads;
@@ -238,15 +271,51 @@ class UpgradeCommand final : public Command {
       print_preview(preview_upgrade(context, std::move(items), options));
       return ExitCode::ok;
     }
+    if (stage) {
+      // The Plan waited for first (an agent's servers), then the gate and the staging: one prepare container
+      // does both, in this order, before SUC cordons the node.
+      if (!m_wait.plan.empty()) {
+        m_waited = wait_for_plan_of_job(context, m_wait);
+      }
+      return run_stage(context, std::move(items), options);
+    }
     return run_upgrade(context, std::move(items), options);
   }
 
   [[nodiscard]] bool reports_outcome() const override { return !m_dry_run; }
-  [[nodiscard]] std::vector<std::string> summary() const override { return m_summary.lines; }
+  [[nodiscard]] std::vector<std::string> summary() const override {
+    std::vector<std::string> lines;
+    if (!m_waited.empty()) {
+      lines.push_back(m_waited);
+    }
+    lines.insert(lines.end(), m_summary.lines.begin(), m_summary.lines.end());
+    return lines;
+  }
   [[nodiscard]] std::vector<std::string> rolled_back() const override { return m_summary.rolled_back; }
 
  private:
   static bool is_node_ready(const HealthCheck& check) { return check.kind == HealthCheck::Kind::node_ready; }
+
+  // What `stage` takes beyond the components: the mounts to make writable, and the Plan to wait for first.
+  void add_stage_options() {
+    m_app->add_flag("--remount", m_stage_remount,
+                    "make the mounts written to writable for the staging (in the host's mount namespace: the prepare "
+                    "container must then be privileged), then read-only again");
+    m_app->add_option("--wait-for-plan", m_wait.plan,
+                      "first wait until this Plan is complete, as 'hoist prepare PLAN' does (an agent Plan's servers)");
+    m_app->add_option("-n,--namespace", m_wait.namespace_,
+                      "the namespace of --wait-for-plan's Plan (default: the service account's)");
+    m_app
+        ->add_option("--wait-timeout", m_wait.timeout_seconds,
+                     "seconds to wait for --wait-for-plan's Plan before failing: the Plan's jobActiveDeadlineSecs less "
+                     "the staging, the drain and the upgrade")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    m_app->add_option("--node-version", m_wait.node_version,
+                      "with --wait-for-plan: also require this kubelet version on every node that Plan selects");
+    m_app->add_option("--kubeconfig", m_wait.kubeconfig,
+                      "with --wait-for-plan, outside the cluster: a kubeconfig (default: as 'hoist prepare')");
+  }
 
   // A manifest's check, parsed; an error names the manifest and the check's place in it.
   [[nodiscard]] HealthCheck manifest_check(const Manifest& manifest, const std::string& text,
@@ -261,7 +330,12 @@ class UpgradeCommand final : public Command {
   }
 
   const LogOptions& m_log;
+  const RunMode m_mode;
   CLI::App* m_app = nullptr;
+  bool m_stage_remount = false;
+  PlanWait m_wait;
+  /// What the wait for --wait-for-plan's Plan found, for the termination message.
+  std::string m_waited;
   ComponentSpec m_spec;
   std::string m_kind;
   std::string m_version;
@@ -292,7 +366,11 @@ class UpgradeCommand final : public Command {
 }  // namespace
 
 std::unique_ptr<Command> make_upgrade_command(const LogOptions& log) {
-  return std::make_unique<UpgradeCommand>(log);
+  return std::make_unique<UpgradeCommand>(log, RunMode::upgrade);
+}
+
+std::unique_ptr<Command> make_stage_command(const LogOptions& log) {
+  return std::make_unique<UpgradeCommand>(log, RunMode::stage);
 }
 
 }  // namespace hoist::cli

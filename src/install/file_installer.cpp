@@ -21,6 +21,7 @@
 #include "hoist/sys/directory.hpp"
 #include "hoist/sys/host_dir.hpp"
 #include "hoist/sys/metadata.hpp"
+#include "hoist/transfer/content_index.hpp"
 #include "hoist/util/error.hpp"
 #include "hoist/util/text.hpp"
 #include "linked_versions.hpp"
@@ -49,9 +50,20 @@ class FileInstaller final : public LinkedVersionInstaller {
     }
     publish(versions, version, [&](const std::string& partial) {
       HostDir staging = versions.make_child(partial).value();
-      stats = copy_payload_file(payload, staging, m_link_name, replaces, options);
+      Sha256Digest digest{};
+      stats = copy_payload_file(payload, staging, m_link_name, replaces, options, &digest);
       label_copy(payload, staging);
       staging.sync().value();
+      // The index of the version: its one file's digest, stamped after the last change to its inode (the label).
+      // Before the rename, as the tree kind's: a complete version has its index, and one that a kill left without
+      // its version is the next run's to remove. The rename of the directory leaves the file's ctime alone.
+      const auto st = staging.stat(m_link_name);
+      if (!st) {
+        throw Failure(system_message("stat " + in_quotes(staging.display(m_link_name)), errno));
+      }
+      ContentIndex produced;
+      produced.add("", m_link_name, {digest, FileStamp::of(*st)});
+      m_indexes.save(version, produced, &m_made);
     });
     staged(version);
     return stats;
@@ -88,9 +100,30 @@ class FileInstaller final : public LinkedVersionInstaller {
     return name_between(target, join_host_path(m_versions_path, ""), "/" + m_link_name);
   }
 
+  // The staged copy's digest from its index (nothing read while it is the inode indexed), the payload's from the
+  // verified SHA256SUMS (nothing read): a copy that `hoist stage` made before the drain costs two stats here.
   [[nodiscard]] bool holds_payload(const HostDir& versions, const std::string& version, const Payload& payload,
-                                   const TransferOptions& /*options*/) const override {
-    return preview_payload_file(payload, &versions, version + "/" + m_link_name).files_unchanged == 1;
+                                   const TransferOptions& options) const override {
+    return version_file_digest(versions, version, version + "/" + m_link_name, m_link_name, options.compare) ==
+           payload_digest(payload, options);
+  }
+
+  void check_switch() override {
+    auto parent = HostDir::open(m_root, m_dest_parent);
+    if (!parent) {
+      return;  // the switch makes the directory
+    }
+    const auto st = parent->stat(m_link_name);
+    if (!st) {
+      return;
+    }
+    const std::string shown = parent->display(m_link_name);
+    if (S_ISDIR(st->st_mode)) {
+      throw Failure("cannot install " + in_quotes(shown) + ": it is a directory");
+    }
+    if (!S_ISREG(st->st_mode) && !S_ISLNK(st->st_mode)) {
+      throw Failure("cannot install " + in_quotes(shown) + ": it is neither a regular file nor a symlink");
+    }
   }
 
   [[nodiscard]] bool has_version(const HostDir& versions, const std::string& version) const override {

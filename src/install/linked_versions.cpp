@@ -19,7 +19,7 @@
 namespace hoist {
 
 LinkedVersionInstaller::LinkedVersionInstaller(const HostRoot& root, InstallTarget target)
-    : m_root(root), m_target(std::move(target)) {
+    : m_root(root), m_target(std::move(target)), m_indexes(m_root, m_target) {
   const std::filesystem::path dest(m_target.destination);
   m_link_name = dest.filename().string();
   m_dest_parent = dest.parent_path().string();
@@ -66,6 +66,8 @@ bool LinkedVersionInstaller::clean_leftovers(ComponentState* /*state*/) {
   int removed = 0;
   if (auto versions = HostDir::open(m_root, m_versions_path)) {
     removed += versions->remove_leftovers(is_staging_leftover).value();
+    // An index whose version is not there: the staging it was written for was killed before its rename.
+    removed += m_indexes.clean([&](const std::string& version) { return has_version(*versions, version); });
   }
   if (auto parent = HostDir::open(m_root, m_dest_parent)) {
     // The link's directory is the host's too (/usr/local/bin): an entry with hoist's prefix is a killed switch's
@@ -86,6 +88,16 @@ bool LinkedVersionInstaller::clean_leftovers(ComponentState* /*state*/) {
     spdlog::info("{}: removed {} leftover(s) of an interrupted run", m_target.component, removed);
   }
   return false;
+}
+
+bool LinkedVersionInstaller::has_complete(const std::string& version) {
+  auto versions = HostDir::open(m_root, m_versions_path);
+  return versions && has_version(*versions, version);
+}
+
+bool LinkedVersionInstaller::holds(const std::string& version, const Payload& payload, const TransferOptions& options) {
+  auto versions = HostDir::open(m_root, m_versions_path);
+  return versions && has_version(*versions, version) && holds_payload(*versions, version, payload, options);
 }
 
 TransferStats LinkedVersionInstaller::commit(const Payload& /*payload*/, const std::string& version,
@@ -111,6 +123,7 @@ void LinkedVersionInstaller::discard_staged() {
   if (!m_staged.empty()) {
     HostDir versions = HostDir::open(m_root, m_versions_path).value();
     versions.remove_entry(entry_name(m_staged)).value();
+    m_indexes.remove(m_staged);
     m_staged.clear();
   }
   // A first install takes back the directories it made.
@@ -153,6 +166,7 @@ void LinkedVersionInstaller::remove_version(const std::string& version) {
   if (auto versions = HostDir::open(m_root, m_versions_path)) {
     versions->remove_entry(entry_name(version)).value();
   }
+  m_indexes.remove(version);
 }
 
 bool LinkedVersionInstaller::staged_before(const HostDir& versions, const std::string& version,
@@ -170,6 +184,7 @@ bool LinkedVersionInstaller::staged_before(const HostDir& versions, const std::s
     spdlog::info("{}: {} that an earlier run staged differs from the payload: staging it again", m_target.component,
                  versions.display(entry));
     versions.remove_entry(entry).value();
+    m_indexes.remove(version);
     return false;
   }
   spdlog::info("{}: reusing the complete {} that an earlier run staged", m_target.component, versions.display(entry));
@@ -196,7 +211,7 @@ void LinkedVersionInstaller::publish(const HostDir& versions, const std::string&
 
 TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, const HostDir& dir,
                                                         const std::string& name, bool replaces,
-                                                        const TransferOptions& options) {
+                                                        const TransferOptions& options, Sha256Digest* digest) {
   // The file that verification hashed, whatever is at the payload's path by now.
   const Fd source = payload.reopen();
   TransferStats stats;
@@ -211,12 +226,52 @@ TransferStats LinkedVersionInstaller::copy_payload_file(const Payload& payload, 
       options.on_progress(stats);
     }
   };
+  // The verified digest is the copy's when the payload file did not change while it was copied (check_unchanged()
+  // below): then the copy need not pass through here to be hashed, and the kernel may copy it.
+  const bool verified =
+      digest != nullptr && options.payload_file_digest != nullptr && options.compare == Compare::content;
+  Sha256Digest* hashed = digest != nullptr && !verified ? digest : nullptr;
   // copy_with_metadata fsyncs the file; publish() makes its rename durable.
-  stats.bytes_written = copy_with_metadata(source.get(), dir.fd(), name, dir.display(name), progress).value();
+  stats.bytes_written = copy_with_metadata(source.get(), dir.fd(), name, dir.display(name), progress, hashed).value();
   payload.check_unchanged();
+  if (verified) {
+    *digest = *options.payload_file_digest;
+  }
   (replaces ? stats.bytes_changed : stats.bytes_added) = stats.bytes_total;
   stats.bytes_done = stats.bytes_total;
   return stats;
+}
+
+Sha256Digest LinkedVersionInstaller::payload_digest(const Payload& payload, const TransferOptions& options) {
+  if (options.payload_file_digest != nullptr && options.compare == Compare::content) {
+    return *options.payload_file_digest;
+  }
+  const Fd file = payload.reopen();
+  return sha256_of_file(file.get(), payload.path().string()).value();
+}
+
+Sha256Digest LinkedVersionInstaller::version_file_digest(const HostDir& versions, const std::string& version,
+                                                         const std::string& relpath, const std::string& name,
+                                                         Compare compare) const {
+  const Fd file(::openat(versions.fd(), relpath.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!file) {
+    throw Failure(system_message("open " + in_quotes(versions.display(relpath)), errno));
+  }
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0) {
+    throw Failure(system_message("stat " + in_quotes(versions.display(relpath)), errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw Failure(in_quotes(versions.display(relpath)) + " is not a regular file");
+  }
+  if (compare == Compare::content) {
+    if (const auto index = m_indexes.load(version)) {
+      if (const auto digest = index->vouch("", name, st)) {
+        return *digest;
+      }
+    }
+  }
+  return sha256_of_file(file.get(), versions.display(relpath)).value();
 }
 
 TransferStats LinkedVersionInstaller::preview_payload_file(const Payload& payload, const HostDir* versions,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "content_indexes.hpp"
 #include "hoist/install/installer.hpp"
 #include "hoist/sys/host_dir.hpp"
 
@@ -22,6 +23,8 @@ class LinkedVersionInstaller : public Installer {
   Integrity integrity(const std::string& version, const Payload* payload) override;
   std::string host_current(const ComponentState& state) override;
   bool clean_leftovers(ComponentState* state) override;
+  bool has_complete(const std::string& version) override;
+  bool holds(const std::string& version, const Payload& payload, const TransferOptions& options) override;
   TransferStats commit(const Payload& payload, const std::string& version, const std::string& installed,
                        const TransferOptions& options) override;
   void undo_commit() override;
@@ -64,9 +67,21 @@ class LinkedVersionInstaller : public Installer {
                       const std::function<void(const std::string& partial)>& make);
 
   /// Copies the payload file into `name` of `dir`, fsynced, reporting progress:
-  /// one file added (or changed, when `replaces`).
+  /// one file added (or changed, when `replaces`). With `digest`, it gets the SHA-256 of what the copy holds: the
+  /// verified one of `options.payload_file_digest` (the payload file is unchanged since it was opened, which
+  /// Payload::check_unchanged() proves), else hashed as it is written.
   static TransferStats copy_payload_file(const Payload& payload, const HostDir& dir, const std::string& name,
-                                         bool replaces, const TransferOptions& options);
+                                         bool replaces, const TransferOptions& options, Sha256Digest* digest = nullptr);
+
+  /// The SHA-256 of the payload file: `options.payload_file_digest` (the verified SHA256SUMS) when given and
+  /// trusted (Compare::content), else read.
+  static Sha256Digest payload_digest(const Payload& payload, const TransferOptions& options);
+
+  /// The SHA-256 of the regular file `relpath` under `versions`, which is `name` in the content index of
+  /// `version`: the index's digest while the file is the inode it indexed (and `compare` trusts it), else read.
+  [[nodiscard]] Sha256Digest version_file_digest(const HostDir& versions, const std::string& version,
+                                                 const std::string& relpath, const std::string& name,
+                                                 Compare compare) const;
 
   /// What installing the payload file over the copy `installed` (a path under
   /// `versions`; "" when there is none) changes: one file added, changed, or
@@ -86,6 +101,9 @@ class LinkedVersionInstaller : public Installer {
   std::string m_dest_parent;        ///< the destination's directory (host path)
   std::string m_versions_path;      ///< <state>/<component> (host path)
   std::vector<std::string> m_made;  ///< the directories this object made (host paths), for discard_staged()
+  /// The content index of each version (content_indexes.hpp), for the kinds that write one (file): one entry, the
+  /// version's file, so that a staged copy is checked against the payload without reading it.
+  ContentIndexes m_indexes;
 
  private:
   void switch_link(const std::string& version);

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -164,6 +165,31 @@ class SyncInstaller final : public Installer {
   TransferStats stage(const Payload& /*payload*/, const std::string& /*version*/,
                       const TransferOptions& /*options*/) override {
     return {};
+  }
+
+  // A sync stages nothing: the sync is its switch.
+  bool has_complete(const std::string& /*version*/) override { return false; }
+  bool holds(const std::string& /*version*/, const Payload& /*payload*/, const TransferOptions& /*options*/) override {
+    return false;
+  }
+
+  // What commit() checks once it has made the directories, decided without making them: the destination a
+  // directory, and the backups' directory beside it on its filesystem (a destination that is a mount point is not).
+  void check_switch() override {
+    auto dest = HostDir::open(m_root, m_target.destination);
+    if (!dest) {
+      if (dest.error().errnum == ENOENT) {
+        return;  // a first sync makes it, beside its parent's backups
+      }
+      throw Failure("cannot sync " + m_target.component + ": " + dest.error().message);
+    }
+    auto backups = HostDir::open(m_root, m_backups_path);
+    if (!backups) {
+      backups = HostDir::open(m_root, std::filesystem::path(m_backups_path).parent_path().string());
+    }
+    if (backups) {
+      check_same_filesystem(*dest, *backups);
+    }
   }
 
   TransferStats commit(const Payload& payload, const std::string& version, const std::string& installed,

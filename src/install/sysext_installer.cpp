@@ -94,7 +94,11 @@ class SysextInstaller final : public LinkedVersionInstaller {
   [[nodiscard]] bool holds_payload(const HostDir& versions, const std::string& version, const Payload& payload,
                                    const TransferOptions& options) const override {
     if (!m_directory) {
-      return preview_payload_file(payload, &versions, entry_name(version)).files_unchanged == 1;
+      // The payload's side from the verified sums when they list it: after `hoist stage`, the upgrade's
+      // verification deferred reading the image, and the copy must then equal what the sums say, not merely the
+      // payload file (the sysext kind keeps no index: the copy is read).
+      return version_file_digest(versions, version, entry_name(version), entry_name(version), options.compare) ==
+             payload_digest(payload, options);
     }
     const Fd staged(
         ::openat(versions.fd(), entry_name(version).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -113,6 +117,14 @@ class SysextInstaller final : public LinkedVersionInstaller {
   [[nodiscard]] bool has_version(const HostDir& versions, const std::string& version) const override {
     const auto st = versions.stat(entry_name(version));
     return st && (m_directory ? S_ISDIR(st->st_mode) : S_ISREG(st->st_mode));
+  }
+
+  void check_switch() override {
+    if (auto parent = HostDir::open(m_root, m_dest_parent)) {
+      if (const auto st = parent->stat(m_link_name); st && !S_ISLNK(st->st_mode)) {
+        (void)link_before_first_switch(*parent);
+      }
+    }
   }
 
   /// An image someone put there by hand is not ours to replace.

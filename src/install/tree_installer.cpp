@@ -72,6 +72,37 @@ class TreeInstaller final : public Installer {
     return st && S_ISDIR(st->st_mode) ? *link : std::string();
   }
 
+  bool has_complete(const std::string& version) override {
+    auto dest = HostDir::open(m_root, m_target.destination);
+    if (!dest) {
+      return false;
+    }
+    const auto st = dest->stat(version);
+    return st && S_ISDIR(st->st_mode);
+  }
+
+  bool holds(const std::string& version, const Payload& payload, const TransferOptions& options) override {
+    auto dest = HostDir::open(m_root, m_target.destination);
+    if (!dest) {
+      return false;
+    }
+    const auto st = dest->stat(version);
+    return st && S_ISDIR(st->st_mode) && holds_payload(*dest, version, payload, options);
+  }
+
+  void check_switch() override {
+    auto dest = HostDir::open(m_root, m_target.destination);
+    if (!dest) {
+      if (dest.error().errnum == ENOENT) {
+        return;  // a first install makes it
+      }
+      throw Failure("cannot install " + m_target.component + ": " + dest.error().message);
+    }
+    // Throws for a `current` or `previous` that is not a symlink: hoist would have to replace it.
+    (void)read_link_or_empty(*dest, k_current);
+    (void)read_link_or_empty(*dest, k_previous);
+  }
+
   bool clean_leftovers(ComponentState* /*state*/) override {
     auto dest = HostDir::open(m_root, m_target.destination);
     if (!dest) {

@@ -127,6 +127,16 @@ class Reader {
   std::string m_where;
 };
 
+json optional_object(const std::optional<StagedVersion>& staged) {
+  if (!staged) {
+    return nullptr;
+  }
+  return json{{"version", staged->version},
+              {"started_at", staged->started_at},
+              {"plan", staged->plan},
+              {"plan_hash", staged->plan_hash}};
+}
+
 json optional_object(const std::optional<HealthRecord>& health) {
   if (!health) {
     return nullptr;
@@ -184,6 +194,7 @@ std::string to_json_text(const ComponentState& state) {
                 {"rollback", optional_object(state.rollback)},
                 {"last_rollback", optional_object(state.last_rollback)},
                 {"switching", optional_object(state.switching)},
+                {"staged", optional_object(state.staged)},
                 {"quarantined", quarantined},
                 {"owed_health_checks", state.owed_health_checks},
                 {"health", optional_object(state.health)}};
@@ -302,6 +313,22 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
     state.switching =
         SwitchIntent{r.string("to"), r.string("started_at"), owed_list(*intent, r, "owed_restarts", "unit names"),
                      owed_list(*intent, r, "owed_health_checks", "health checks")};
+  }
+  // Written since `hoist stage` stages ahead of the switch; a state from before has none.
+  if (const auto staged = document.find("staged"); staged != document.end() && !staged->is_null()) {
+    const Reader r(*staged, where + " in 'staged'");
+    state.staged = StagedVersion{r.string("version"), r.string("started_at"), r.string("plan"), r.string("plan_hash")};
+    // The name of a version's files on the host, which a run may remove: one plain name that is no name of hoist's.
+    const std::string& version = state.staged->version;
+    bool usable = !version.empty() && version.find('/') == std::string::npos && !has_control_character(version);
+    try {
+      validate_version_name(version);
+    } catch (const UsageError&) {
+      usable = false;
+    }
+    if (!usable) {
+      r.fail("field 'version' must be a version's name");
+    }
   }
   // Written since rollbacks quarantine what they leave; a state from before has none.
   if (const auto quarantined = document.find("quarantined"); quarantined != document.end()) {

@@ -56,6 +56,10 @@ void record_switch(ComponentState& state, const std::string& version, const std:
   state.current = version;
   state.switching.reset();
   state.kept_for_datastore.reset();  // a switch of any kind ends what a kept version waited for
+  // What was staged ahead of this switch is now current, no longer staged.
+  if (state.staged && state.staged->version == version) {
+    state.staged.reset();
+  }
   std::erase_if(state.quarantined, [&](const QuarantinedVersion& q) { return q.version == version; });
   forget_version(state, version);
   state.versions.push_back(VersionRecord{version, now_rfc3339()});
@@ -230,6 +234,10 @@ Reconciled reconcile_with_host(ComponentState& state, const std::string& host_cu
   }
   if (switching && switching->to == host_current) {
     owe_switch(state, *switching);
+  }
+  // A version staged ahead and switched to is current, no longer staged.
+  if (state.staged && state.staged->version == host_current) {
+    state.staged.reset();
   }
   return Reconciled::switched;
 }

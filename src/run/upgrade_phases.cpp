@@ -27,13 +27,8 @@
 
 namespace hoist {
 
-namespace {
-
-constexpr const char* k_command = "upgrade";
-
 using Work = UpgradeRun::Work;
 
-// A transfer's counts as log fields, for the line that reports them.
 LogFields count_fields(const TransferStats& s) {
   return LogFields{{"files_added", s.files_added},     {"files_changed", s.files_changed},
                    {"files_removed", s.files_removed}, {"files_unchanged", s.files_unchanged},
@@ -50,6 +45,8 @@ std::string describe(const TransferStats& s) {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+namespace {
 
 // What --remount (every component) or a manifest's "remount" (that component) makes writable for the run.
 std::vector<std::string> remount_paths(const std::vector<Work>& works, const StateStore& store, Remount all) {
@@ -70,15 +67,36 @@ LogFields phase_fields(const Work& work, const char* phase) {
   return LogFields{{"component", work.name()}, {"version", work.item.target.text()}, {"phase", phase}};
 }
 
-// Verification reads only the payloads: nothing on the host has changed yet.
+// Verification reads only the payloads: nothing on the host has changed yet. A version that `hoist stage` staged
+// and verified before the drain is not read again: its content index vouches for its bytes, which stage() compares
+// with the sums checked here (signature included).
 void UpgradeRun::verify() {
   try {
     for (Work& work : m_works) {
       const LogFields fields = phase_fields(work, "verify");
       if (work.gate.changes_host() && !work.item.spec.sha256sums.empty()) {
-        work.sums = verify_payload(work.item.spec, work.item.payload);
-        spdlog::info("{}: verified {} against {}{}", work.name(), work.item.payload.path().string(),
-                     work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
+        const Payload& payload = work.item.payload;
+        // Not under --checksum, which trusts no listed digest: then the payload is read and verified as always.
+        if (work.staged_ahead && payload.type() != PayloadType::archive && work.item.spec.compare == Compare::content) {
+          Sha256Sums sums = load_payload_sums(work.item.spec);
+          // A file payload the sums do not list is refused by the verification proper (exit 5).
+          const bool listed = payload.type() == PayloadType::directory ||
+                              sums.expected_for(payload.path().filename().string()).has_value();
+          if (listed) {
+            work.sums = std::move(sums);
+            work.verification_deferred = true;
+          }
+        }
+        if (!work.verification_deferred) {
+          work.sums = verify_payload(work.item.spec, payload);
+          spdlog::info("{}: verified {} against {}{}", work.name(), payload.path().string(),
+                       work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
+        }
+        if (payload.type() != PayloadType::directory) {
+          if (const auto hex = work.sums->expected_for(payload.path().filename().string())) {
+            work.payload_file_digest = digest_from_hex(*hex);
+          }
+        }
       }
       if (work.gate.changes_host() && work.item.spec.kind == ComponentKind::sysext) {
         verify_sysext_payload(m_root, work.item.payload, work.item.spec.destination);
@@ -222,6 +240,36 @@ void UpgradeRun::stage() {
     throw_if_interrupted("staging " + work.name());
     const LogFields fields = phase_fields(work, "stage");
     const auto start = std::chrono::steady_clock::now();
+    if (work.state && work.state->staged && work.state->staged->version != work.item.target.text()) {
+      // Staged for a target this run does not install: its space goes before this run's staging takes more.
+      drop_stale_staged(work, *work.state);
+      m_store.save(*work.state);
+    }
+    if (work.staged_ahead) {
+      const StagedVersion& staged = *work.state->staged;
+      const bool holds = work.installer->holds(staged.version, work.item.payload, transfer_options(work, nullptr));
+      if (holds && work.verification_deferred) {
+        // holds() compared the staged copy, through its index, with the digests the sums list; what is left of
+        // the verification is that they list every payload file and nothing else.
+        check_payload_listing(*work.sums, work.item.spec, work.item.payload);
+      }
+      if (holds) {
+        spdlog::info("{}: switching to {} as `hoist stage` staged it at {}{} (it holds the payload{}: {:.2f} s)",
+                     work.name(), staged.version, staged.started_at,
+                     staged.plan.empty() ? std::string() : " for plan " + staged.plan,
+                     work.verification_deferred ? ", checked against its verified sums through its content index" : "",
+                     seconds_since(start));
+      } else {
+        spdlog::warn("{}: the {} that `hoist stage` staged at {} does not hold the payload: staging it again",
+                     work.name(), staged.version, staged.started_at);
+        if (work.verification_deferred) {
+          work.sums = verify_payload(work.item.spec, work.item.payload);
+          work.verification_deferred = false;
+          spdlog::info("{}: verified {} against {}", work.name(), work.item.payload.path().string(),
+                       work.item.spec.sha256sums.string());
+        }
+      }
+    }
     ProgressReporter progress(work.name(), m_options.progress);
     work.staged = true;
     work.stats = work.installer->stage(work.item.payload, work.item.target.text(), transfer_options(work, &progress));
@@ -285,6 +333,12 @@ void UpgradeRun::undo(const std::exception& failure) {
       spdlog::error("{}: could not undo: {}", it->name(), e.what());
     }
   }
+  // `hoist stage` recorded what it was staging before it began: a version it took back is no longer staged.
+  for (Work& work : m_works) {
+    if (work.state && work.state->staged && !work.installer->has_complete(work.state->staged->version)) {
+      work.state->staged.reset();
+    }
+  }
   // Bad input (an archive entry refused while staging) leaves a first install no state, as a failed verification
   // does: the undo took back what it made.
   const auto* error = dynamic_cast<const Error*>(&failure);
@@ -323,11 +377,11 @@ void UpgradeRun::record() {
       state.owed_restarts = m_host->restarts_owed_by(work.item.spec.kind);
       // Owed with the switch too: a run killed before they pass leaves them to the next (never counted as passed).
       state.owed_health_checks = specs_of(checks_of(work));
-      set_last_result(state, k_command, outcome::k_succeeded, work.item.target.text());
+      set_last_result(state, m_command, outcome::k_succeeded, work.item.target.text());
     } else {
       const std::string settled = settle_owed(work, state);
       if (!work.reboot_settled && state.owed_restarts.empty()) {
-        set_last_result(state, k_command, outcome::k_unchanged, work.item.target.text(), settled);
+        set_last_result(state, m_command, outcome::k_unchanged, work.item.target.text(), settled);
       }
     }
     state.boot_id = boot_id;
@@ -340,6 +394,10 @@ void UpgradeRun::record() {
 }
 
 void UpgradeRun::collect_garbage(Work& work, ComponentState& state) {
+  // The retention also takes what was staged for another version than the one now current.
+  if (state.staged && state.staged->version != state.current) {
+    drop_stale_staged(work, state);
+  }
   for (const auto& version : versions_to_collect(state, work.item.spec.keep)) {
     try {
       work.installer->remove_version(version);
@@ -398,6 +456,14 @@ TransferOptions UpgradeRun::transfer_options(const Work& work, ProgressReporter*
     options.check_staged = [&work](int /*staging_dir*/, const ContentIndex& staged) {
       verify_staged_tree(*work.sums, work.item.spec, work.item.payload, staged);
     };
+    // The verified sums stand for the payload's bytes where they list them: a payload file whose digest the old
+    // version's index also vouches for is not read at all.
+    if (work.item.payload.type() == PayloadType::directory) {
+      options.payload_digests = &work.sums->entries();
+    }
+  }
+  if (work.payload_file_digest) {
+    options.payload_file_digest = &*work.payload_file_digest;
   }
   return options;
 }

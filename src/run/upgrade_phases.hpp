@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -50,6 +51,15 @@ class UpgradeRun {
     std::optional<ServerPreflight> server;
     /// The unit the snapshot stopped (SQLite), to start again when the run goes back before its switch.
     std::string stopped_unit;
+    /// What those sums list for a file or archive payload itself (TransferOptions::payload_file_digest).
+    std::optional<Sha256Digest> payload_file_digest;
+    /// The target is the version `hoist stage` left complete on the host (ComponentState::staged): the switch
+    /// takes it once it holds the payload (Installer::holds()).
+    bool staged_ahead = false;
+    /// verify() checked the signature and read the sums but not the payload: the staged version is compared with
+    /// the sums through its content index instead (stage()). Should it not hold them, the payload is verified
+    /// before it is staged again.
+    bool verification_deferred = false;
 
     [[nodiscard]] const std::string& name() const { return item.spec.name; }
     [[nodiscard]] std::string installed_text() const { return state ? state->current : std::string(); }
@@ -58,13 +68,19 @@ class UpgradeRun {
   /// Refuses `items` that share a name or a destination (check_distinct(), UsageError), installs the
   /// SIGTERM/SIGINT handlers, takes the run lock (not with DryRun::yes: a dry run writes nothing, not even the lock
   /// file) and sets up the host steps after it, so that their remounts are put back before the lock is released.
-  /// `options` must outlive the object.
-  UpgradeRun(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options, DryRun dry_run);
+  /// `options` must outlive the object. RunMode::stage is `hoist stage` (run_stage()).
+  UpgradeRun(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options, DryRun dry_run,
+             RunMode mode = RunMode::upgrade);
 
   /// Every phase in order (run_upgrade()); a failure in reach_the_bus, remount, clean_leftovers, stage or
   /// switch_over is undone (undo()) and recorded before it is rethrown. Needs DryRun::no (std::logic_error
-  /// otherwise).
+  /// otherwise). With RunMode::stage, stage_only() instead.
   ExitCode run();
+  /// `hoist stage` (src/run/stage_ahead.cpp): read_states → gate → verify → check_space → remount →
+  /// clean_leftovers → check_switches → stage_ahead, and nothing after: no switch, no restart, no reboot. Every
+  /// refusal the upgrade would make is made here (recorded with the command `stage`); a failure while staging
+  /// removes what it staged (undo()).
+  ExitCode stage_only();
   /// read_states, gate and (when anything would change) verify, then what each component's switch would change
   /// (Installer::preview()) and the checks it would owe (preview_upgrade()). Writes nothing.
   UpgradePreview preview();
@@ -95,6 +111,18 @@ class UpgradeRun {
   /// restarts (a sysext's refresh, --restart), so that a host without one fails the run (hoist::Failure) before
   /// anything changes rather than after the switch.
   void reach_the_bus();
+  /// `hoist stage`: the free space each component's staging needs (what a dry run would write: the payload file for
+  /// file and sysext images, the added and changed bytes of a tree or a sync, plus a margin) on the filesystem it
+  /// goes to, so that a full disk refuses the run before the drain, not in the middle of its staging. A refusal is
+  /// recorded as `failed` and thrown (hoist::Failure, exit 1).
+  void check_space();
+  /// `hoist stage`: Installer::check_switch() of every component that changes: what the switch would refuse at the
+  /// destination, refused now (recorded as `failed`, hoist::Failure).
+  void check_switches();
+  /// `hoist stage`: every component that changes staged beside its current version and recorded as staged
+  /// (ComponentState::staged, saved before the staging), a version staged for another target removed first (a
+  /// sync, which cannot stage, only says so). The last result says `stage succeeded`.
+  void stage_ahead();
   /// The mounts that --remount or a manifest's `remount` names made writable (HostSteps::make_writable()).
   void remount();
   /// What killed runs left, removed per component; when that changed what is installed (a sync's cleanup finished a
@@ -122,6 +150,11 @@ class UpgradeRun {
 
  private:
   enum class Everyone { no, yes };
+  /// A version staged for another target than `work`'s (ComponentState::staged): its files removed, unless they are
+  /// a kept version, and the record cleared in `state` (which the caller saves). Best effort: a failure is a warning.
+  void drop_stale_staged(Work& work, ComponentState& state);
+  /// Whether `work`'s target is the complete version `hoist stage` left (read_states() sets Work::staged_ahead).
+  [[nodiscard]] bool staged_ahead(const Work& work) const;
   void record_outcome(const char* outcome, const std::string& message, Everyone everyone);
   void decide(Work& work);
   void collect_garbage(Work& work, ComponentState& state);
@@ -138,6 +171,9 @@ class UpgradeRun {
   const HostRoot& m_root;
   const UpgradeOptions& m_options;
   const DryRun m_dry_run;
+  const RunMode m_mode;
+  /// "upgrade" or "stage": what the states' last results and the host steps name the run.
+  const char* const m_command;
   const StateStore m_store;
   std::vector<UpgradeItem> m_items;
   std::vector<Work> m_works;
@@ -148,5 +184,14 @@ class UpgradeRun {
 
 /// The fields of the lines logged while `work` is in `phase`.
 LogFields phase_fields(const UpgradeRun::Work& work, const char* phase);
+
+/// A transfer's counts as log fields, for the line that reports them.
+LogFields count_fields(const TransferStats& stats);
+
+/// A transfer's counts as the log says them: "1 added (4 KiB), 0 changed (0 B), 0 removed (0 B), 7 unchanged".
+std::string describe(const TransferStats& stats);
+
+/// Seconds since `start`, for the lines that say how long a phase took.
+double seconds_since(std::chrono::steady_clock::time_point start);
 
 }  // namespace hoist

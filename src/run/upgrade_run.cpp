@@ -25,8 +25,6 @@ namespace hoist {
 
 namespace {
 
-constexpr const char* k_command = "upgrade";
-
 using Work = UpgradeRun::Work;
 
 std::optional<Version> parse_installed(const ComponentState& state, VersionScheme scheme) {
@@ -131,6 +129,10 @@ ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, con
   return UpgradeRun(context, std::move(items), options, DryRun::no).run();
 }
 
+ExitCode run_stage(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options) {
+  return UpgradeRun(context, std::move(items), options, DryRun::no, RunMode::stage).run();
+}
+
 UpgradePreview preview_upgrade(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options) {
   return UpgradeRun(context, std::move(items), options, DryRun::yes).preview();
 }
@@ -141,11 +143,13 @@ bool UpgradePreview::changes_host() const {
 }
 
 UpgradeRun::UpgradeRun(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options,
-                       DryRun dry_run)
+                       DryRun dry_run, RunMode mode)
     : m_context(context),
       m_root(context.root()),
       m_options(options),
       m_dry_run(dry_run),
+      m_mode(mode),
+      m_command(mode == RunMode::stage ? "stage" : "upgrade"),
       m_store(m_root, context.options.state_dir),
       m_items(std::move(items)) {
   check_distinct(m_items, m_root);
@@ -158,12 +162,15 @@ UpgradeRun::UpgradeRun(const Context& context, std::vector<UpgradeItem> items, c
   }
   // Reboot handshake, remount, restarts, reboot: after the lock, so that its remounts are put back before the
   // lock is released.
-  m_host.emplace(context, k_command, options.host, dry_run);
+  m_host.emplace(context, m_command, options.host, dry_run);
 }
 
 ExitCode UpgradeRun::run() {
   if (m_dry_run == DryRun::yes) {
     throw std::logic_error("UpgradeRun::run() of a dry run: preview() is its way");
+  }
+  if (m_mode == RunMode::stage) {
+    return stage_only();
   }
   read_states();
   if (!gate()) {
@@ -198,7 +205,19 @@ UpgradePreview UpgradeRun::preview() {
   preview.health_timeout = m_options.health.timeout;
   for (Work& work : m_works) {
     const ComponentSpec& spec = work.item.spec;
-    ComponentPreview component{spec.name, spec.kind, spec.destination, work.gate.message, std::nullopt, {}};
+    ComponentPreview component;
+    component.name = spec.name;
+    component.kind = spec.kind;
+    component.destination = spec.destination;
+    component.gate = work.gate.message;
+    if (work.state && work.state->staged && work.installer->has_complete(work.state->staged->version)) {
+      component.staged = work.state->staged->version;
+      component.staged_at = work.state->staged->started_at;
+      component.staged_is_target = component.staged == work.item.target.text();
+      component.staged_holds =
+          work.staged_ahead && work.gate.changes_host() &&
+          work.installer->holds(component.staged, work.item.payload, transfer_options(work, nullptr));
+    }
     if (work.gate.changes_host()) {
       component.changes =
           work.installer->preview(work.item.payload, work.installed_text(), transfer_options(work, nullptr));
@@ -218,8 +237,13 @@ void UpgradeRun::read_states() {
   for (auto& item : m_items) {
     Work work(std::move(item));
     work.state = m_store.load(work.item.spec.name);
+    // `hoist stage` runs before the drain, in the prepare container: it leaves a pending reboot, and what a killed
+    // switch back still owes, to the upgrade that follows, which does host steps.
+    const bool host_steps = m_mode == RunMode::upgrade;
     if (work.state) {
       check_identity(*work.state, work.item.spec);
+    }
+    if (work.state && host_steps) {
       try {
         work.reboot_settled =
             m_host->settle_pending_reboot(m_store, *work.state, work.item.target.text()) == Handshake::completed;
@@ -228,7 +252,7 @@ void UpgradeRun::read_states() {
         // the run that made it.
         give_up_after_switch(m_context, m_store, *m_host, {{work.name(), true, work.state->owed_restarts}}, failure,
                              m_options.durability,
-                             work.item.spec.remount == Remount::yes ? Remount::yes : m_options.host.remount, k_command,
+                             work.item.spec.remount == Remount::yes ? Remount::yes : m_options.host.remount, m_command,
                              m_options.summary, m_options.datastore);
       }
     }
@@ -247,7 +271,7 @@ void UpgradeRun::read_states() {
       // A switch back (or rollback) that a killed run made and did not record is finished as `hoist rollback`
       // finishes one: with its restarts, now, since the gate may refuse the run (the version it left is
       // quarantined) and a refused run does nothing more.
-      if (work.state->current != recorded && pending_rollback && !dry_run) {
+      if (work.state->current != recorded && pending_rollback && !dry_run && host_steps) {
         const LogFields host_phase{{"phase", "host"}};
         m_host->after_switch(m_store, {SwitchedComponent{work.name(), work.item.spec.kind, work.state->current, true}});
         work.state = m_store.load(work.name());
@@ -256,6 +280,7 @@ void UpgradeRun::read_states() {
     if (work.state) {
       work.installer->use_selinux_label(work.state->selinux_label);
     }
+    work.staged_ahead = staged_ahead(work);
     m_works.push_back(std::move(work));
   }
   m_items.clear();
@@ -331,7 +356,7 @@ void UpgradeRun::finish_unchanged() {
     const std::string settled = settle_owed(work, *work.state);
     // With restarts still owed, the result stays what it was until after_switch() does them.
     if (!work.reboot_settled && work.state->owed_restarts.empty()) {
-      set_last_result(*work.state, k_command, outcome::k_unchanged, work.item.target.text(), settled);
+      set_last_result(*work.state, m_command, outcome::k_unchanged, work.item.target.text(), settled);
       m_store.save(*work.state);
     } else if (!settled.empty()) {
       m_store.save(*work.state);
@@ -348,7 +373,11 @@ void UpgradeRun::finish_unchanged() {
 void UpgradeRun::tidy_up(Work& work) {
   ComponentState& state = *work.state;
   try {
-    const bool changed = work.installer->clean_leftovers(&state);
+    bool changed = work.installer->clean_leftovers(&state);
+    if (state.staged && state.staged->version != work.item.target.text()) {
+      drop_stale_staged(work, state);
+      changed = true;
+    }
     if (!versions_to_collect(state, work.item.spec.keep).empty()) {
       collect_garbage(work, state);
     } else if (changed) {
@@ -406,10 +435,10 @@ void UpgradeRun::host_steps() {
     // A restart that failed, a reboot that did not come: handled like a failed health check, so that exit 1
     // leaves the host on the old versions.
     give_up_after_switch(m_context, m_store, *m_host, before, failure, m_options.durability,
-                         remount_of(m_works, m_options), k_command, m_options.summary, m_options.datastore);
+                         remount_of(m_works, m_options), m_command, m_options.summary, m_options.datastore);
   }
   run_health_phase(m_context, m_store, *m_host, names_of(m_works), m_options.health, m_options.probes,
-                   m_options.durability, remount_of(m_works, m_options), k_command, m_options.summary,
+                   m_options.durability, remount_of(m_works, m_options), m_command, m_options.summary,
                    m_options.datastore);
 }
 
@@ -421,7 +450,7 @@ void UpgradeRun::record_outcome(const char* outcome, const std::string& message,
       continue;
     }
     ComponentState state = work.state ? *work.state : new_state(work.item.spec);
-    set_last_result(state, k_command, outcome, work.item.target.text(), message);
+    set_last_result(state, m_command, outcome, work.item.target.text(), message);
     save_failure_record(m_store, state);
   }
 }

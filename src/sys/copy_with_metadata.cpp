@@ -14,7 +14,7 @@
 namespace hoist {
 
 Expected<uint64_t> copy_with_metadata(int source, int dirfd, const std::string& name, std::string_view display,
-                                      const std::function<void(uint64_t)>& on_progress) {
+                                      const std::function<void(uint64_t)>& on_progress, Sha256Digest* digest) {
   struct stat st {};
   if (::fstat(source, &st) != 0) {
     return sys_error("stat the source of " + in_quotes(display));
@@ -35,8 +35,11 @@ Expected<uint64_t> copy_with_metadata(int source, int dirfd, const std::string& 
     return fail(sys_error("stat " + in_quotes(display)));
   }
   DataCopier copier;
-  auto written = copier.copy(source, st.st_dev, target.get(), target_st.st_dev, static_cast<uint64_t>(st.st_size),
-                             "the source", display, on_progress);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  auto written = digest != nullptr ? copier.copy_hashed(source, st.st_dev, target.get(), target_st.st_dev, size,
+                                                        *digest, "the source", display, on_progress)
+                                   : copier.copy(source, st.st_dev, target.get(), target_st.st_dev, size, "the source",
+                                                 display, on_progress);
   if (!written) {
     return fail(written.error());
   }

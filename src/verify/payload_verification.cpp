@@ -26,8 +26,10 @@ bool same_file(const fs::path& a, const fs::path& b) {
 
 // Checks every regular file under `walked` (the payload itself, or a copy of it) as the payload file of
 // the same relative name under `payload_root`.
+enum class Reading { hash, listing_only };
+
 void verify_tree(const ComponentSpec& spec, const fs::path& walked, const fs::path& payload_root,
-                 Sha256Verifier& verifier) {
+                 Sha256Verifier& verifier, Reading reading = Reading::hash) {
   std::error_code error;
   fs::recursive_directory_iterator it(walked, fs::directory_options::none, error);
   if (error) {
@@ -49,6 +51,12 @@ void verify_tree(const ComponentSpec& spec, const fs::path& walked, const fs::pa
     if (same_file(in_payload, spec.sha256sums) || same_file(in_payload, spec.signature)) {
       continue;
     }
+    if (reading == Reading::listing_only) {
+      // A name the sums do not list fails check() whatever the digest.
+      verifier.check(name, verifier.sums().expected_for(name).value_or(std::string()));
+      ++files;
+      continue;
+    }
     auto digest = sha256_file(AT_FDCWD, entry.path().string());
     if (!digest) {
       throw Failure(digest.error().message);
@@ -60,19 +68,27 @@ void verify_tree(const ComponentSpec& spec, const fs::path& walked, const fs::pa
   spdlog::debug("{}: {} files under '{}' match '{}'", spec.name, files, walked.string(), spec.sha256sums.string());
 }
 
+}  // namespace
+
 // Loaded once a run: the sums that the staged copy is checked against are those the payload was.
-Sha256Sums load_sums(const ComponentSpec& spec) {
+Sha256Sums load_payload_sums(const ComponentSpec& spec) {
   return spec.public_key.empty() ? Sha256Sums::load(spec.sha256sums)
                                  : load_verified(spec.sha256sums, spec.signature, spec.public_key);
 }
 
-}  // namespace
+void check_payload_listing(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload) {
+  if (payload.type() != PayloadType::directory) {
+    return;
+  }
+  Sha256Verifier verifier(sums);
+  verify_tree(spec, payload.path(), payload.path(), verifier, Reading::listing_only);
+}
 
 std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload) {
   if (spec.sha256sums.empty()) {
     return std::nullopt;
   }
-  Sha256Sums sums = load_sums(spec);
+  Sha256Sums sums = load_payload_sums(spec);
   if (payload.type() == PayloadType::directory) {
     Sha256Verifier verifier(sums);
     verify_tree(spec, payload.path(), payload.path(), verifier);

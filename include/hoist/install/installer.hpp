@@ -63,9 +63,27 @@ class Installer {
   /// rollback (then updates `state` and returns true: it must be saved).
   virtual bool clean_leftovers(ComponentState* state) = 0;
 
+  /// Whether the host holds `version` complete among the component's versions: the name that only the rename of a
+  /// durable staging makes (tree, file, sysext), whether or not anything points at it (a version `hoist stage` left,
+  /// or a kept one). The sync kind stages nothing: false. Reads only.
+  virtual bool has_complete(const std::string& version) = 0;
+
+  /// Whether the complete `version` (has_complete()) holds exactly the payload: a dry comparison of the payload
+  /// with it, its content index vouching for its files while they are the inodes it indexed, and the payload's
+  /// side taken from `options` (the verified SHA256SUMS) where they list it. With both, nothing is read. What
+  /// stage() asks before it reuses a version an earlier run staged. Reads only; false for sync.
+  virtual bool holds(const std::string& version, const Payload& payload, const TransferOptions& options) = 0;
+
+  /// Refuses what commit() would refuse at the destination, changing nothing: a `current` or `previous` that is
+  /// not a symlink, or a destination that is not a directory (tree); a directory at the file's path (file); an
+  /// image at the link's path that is not hoist's link (sysext); a destination that is not a directory, or is a
+  /// mount point its backups cannot sit beside (sync). So that `hoist stage` decides before the drain what the
+  /// switch would only find after it. Throws hoist::Failure naming the path.
+  virtual void check_switch() = 0;
+
   /// Writes `version` beside what is installed, durably, without switching to
-  /// it. A complete copy of `version` left by an earlier run is reused. For
-  /// sync, does nothing (the sync is the commit).
+  /// it. A complete copy of `version` left by an earlier run is reused when it holds exactly the payload (holds());
+  /// one that does not is removed and staged again. For sync, does nothing (the sync is the commit).
   virtual TransferStats stage(const Payload& payload, const std::string& version, const TransferOptions& options) = 0;
 
   /// The version that was at the destination before hoist and that stage()

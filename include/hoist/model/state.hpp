@@ -73,6 +73,18 @@ struct SwitchIntent {
   std::vector<std::string> owed_health_checks;  ///< as ComponentState::owed_health_checks, for `to`
 };
 
+/// A version staged beside the current one and not switched to (`hoist stage`, the prepare step of a Plan, before
+/// the drain): saved before the staging begins, so that whatever a kill leaves under its name is hoist's to reuse or
+/// remove. Never current, never among the kept versions: the upgrade that switches to it clears this record, a run for
+/// another version removes the version's files (unless they are a kept version) and this record with them.
+struct StagedVersion {
+  std::string version;     ///< the version being, or that was, staged
+  std::string started_at;  ///< RFC 3339, UTC: when its staging began
+  /// The SUC Plan whose Job staged it (SYSTEM_UPGRADE_PLAN_NAME and _LATEST_HASH), "" outside a Plan.
+  std::string plan;
+  std::string plan_hash;
+};
+
 /// A version that a rollback left: `upgrade` refuses it (exit 3) unless `--allow-quarantined`.
 struct QuarantinedVersion {
   std::string version;
@@ -133,6 +145,9 @@ struct ComponentState {
   std::optional<RollbackIntent> rollback;       ///< a rollback begun by a run that did not record its end
   std::optional<RollbackRecord> last_rollback;  ///< the last rollback recorded; none in a state from before
   std::optional<SwitchIntent> switching;        ///< an upgrade's switch begun by a run that did not record it
+  /// The version `hoist stage` staged and no upgrade has switched to yet. Whether it is complete is the host's to
+  /// say (Installer::has_complete()): a staging killed before its rename leaves this record and no version.
+  std::optional<StagedVersion> staged;
   std::vector<QuarantinedVersion> quarantined;  ///< oldest first
   /// The health checks still to pass for the current version (their specs, as given): recorded with the switch,
   /// cleared when they pass, so that a run killed or stopped while they ran leaves them to the next run, which

@@ -36,7 +36,8 @@ void set_last_result(ComponentState& state, const std::string& command, const st
 /// `version` itself), `version` moves to the end of the kept versions with the
 /// time now and leaves the quarantine (the operator installed it on purpose);
 /// `adopted` (the pre-hoist file kept by the file kind) becomes previous when
-/// nothing was current. The switch intent, recorded now, is cleared, and so is a version kept for its datastore.
+/// nothing was current. The switch intent, recorded now, is cleared, and so is a version kept for its datastore,
+/// and the staged record when it names `version` (the switch it was staged for).
 void record_switch(ComponentState& state, const std::string& version, const std::optional<std::string>& adopted);
 
 /// The versions that `--keep keep` removes. `keep` counts the kept versions that are not quarantined: the oldest

@@ -84,6 +84,18 @@ struct UpgradeOptions {
 /// Returns ok, or throws hoist::Error with the exit code.
 ExitCode run_upgrade(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options);
 
+/// Whether a run switches (`hoist upgrade`) or only stages ahead of the switch (`hoist stage`).
+enum class RunMode { upgrade, stage };
+
+/// `hoist stage` (the prepare step of a Plan, before SUC cordons and drains the node): the same lock, gate and
+/// verification as run_upgrade(), so that everything the upgrade would refuse is refused here (exit 3, 5, 2, or 1
+/// for a destination the switch could not take or too little free space); then every component that changes
+/// staged beside its current version and recorded as staged (ComponentState::staged), without switching,
+/// restarting or rebooting. The upgrade that follows finds the staged version, checks that it holds its payload
+/// and switches to it. A sync cannot be staged (its sync is its switch): only decided and verified. Returns ok, or
+/// throws hoist::Error with the exit code.
+ExitCode run_stage(const Context& context, std::vector<UpgradeItem> items, const UpgradeOptions& options);
+
 /// What a dry run found for one component.
 struct ComponentPreview {
   std::string name;
@@ -96,6 +108,13 @@ struct ComponentPreview {
   std::optional<TransferStats> changes;
   /// The health checks its switch would owe, in the order they would run; none without `changes`.
   std::vector<HealthCheck> checks;
+  /// The version `hoist stage` left complete and not switched to (ComponentState::staged), "" when none, and
+  /// when its staging began.
+  std::string staged;
+  std::string staged_at;
+  /// Whether `staged` is this run's target, and whether it holds its payload: the switch would take it as it is.
+  bool staged_is_target = false;
+  bool staged_holds = false;
 };
 
 /// What `hoist upgrade --dry-run` would do, per component in the run's order, for the CLI to print.

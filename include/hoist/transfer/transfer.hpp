@@ -57,6 +57,9 @@ struct TransferOptions {
   /// Directory payloads: the SHA-256 that the verified SHA256SUMS lists for each payload file (relative path →
   /// hex digits), or nullptr: then the payload's files are read to compare them.
   const std::map<std::string, std::string>* payload_digests = nullptr;
+  /// File and archive payloads: the SHA-256 that the verified SHA256SUMS lists for the payload file itself, or
+  /// nullptr: then it is read to compare it (the file kind's installers; an archive's entries are always read).
+  const Sha256Digest* payload_file_digest = nullptr;
   /// When given, gets the content index of what the transfer left: every regular file of the staged tree (or of
   /// the synced destination), the SHA-256 of its bytes and its stamp.
   ContentIndex* produced = nullptr;

@@ -23,6 +23,16 @@ namespace hoist {
 /// the file that staging reads, whatever is at its path by then.
 std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload);
 
+/// The component's SHA256SUMS (`spec.sha256sums`), its detached signature checked first when a public key is
+/// given, as verify_payload() loads them, without reading the payload. Throws as verify_payload() does.
+Sha256Sums load_payload_sums(const ComponentSpec& spec);
+
+/// For a directory payload: every regular file under it is listed in `sums` and every listed name is there (the
+/// SHA256SUMS file and its signature excepted), as verify_payload() requires, without reading a file: what is left
+/// of verify_payload() when a staged copy's content index is compared with the sums instead (a version `hoist
+/// stage` staged). Throws Error(ExitCode::verification) naming the file. Does nothing for a file or archive.
+void check_payload_listing(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload);
+
 /// For a directory payload, whose files staging opens one by one after
 /// verify_payload(): checks the copy staged (or synced), as its content index
 /// `staged` describes it, against `sums`, what verify_payload() returned, so that a
