@@ -115,7 +115,9 @@ def test_the_k3s_server_plan_upgrades_through_a_real_job_and_suc_labels_and_unco
     assert [c["name"] for c in spec["initContainers"]] == ["cordon"]
     assert spec["initContainers"][0]["args"] == ["cordon", node]
     assert spec["containers"][0]["image"].endswith(":" + munge(K3S_NEW))
-    assert job["spec"]["backoffLimit"] == 99 and job["spec"]["activeDeadlineSeconds"] == 900
+    # The Plan's own deadline (deploy/k3s: the snapshot and the restore counted in it), SUC's backoff limit.
+    assert job["spec"]["backoffLimit"] == 99
+    assert job["spec"]["activeDeadlineSeconds"] == plan["spec"]["jobActiveDeadlineSecs"] == 1800
     assert job["spec"]["ttlSecondsAfterFinished"] == 900  # kept: the TTLAfterFinished gate is on
 
     pod = pods_of(cluster, job["metadata"]["name"])[-1]
