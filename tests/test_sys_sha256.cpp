@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -174,6 +176,20 @@ TEST_CASE("a read error from sha256_fd names the path it was given", "[sys][sha2
   const Expected<std::string> unnamed = sha256_fd(fd.get());
   REQUIRE_FALSE(unnamed.has_value());
   CHECK(unnamed.error().message == "failed to read fd " + std::to_string(fd.get()) + ": Is a directory");
+}
+
+TEST_CASE("digest_from_hex reads 64 hex digits of either case and nothing else", "[sys][sha256]") {
+  const std::optional<Sha256Digest> digest = digest_from_hex(k_sha256_abc);
+  REQUIRE(digest.has_value());
+  CHECK(to_hex(*digest) == k_sha256_abc);
+  std::string upper(k_sha256_abc);
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  CHECK(digest_from_hex(upper) == digest);
+
+  CHECK_FALSE(digest_from_hex(std::string(k_sha256_abc).substr(1)).has_value());
+  CHECK_FALSE(digest_from_hex(std::string(k_sha256_abc) + "0").has_value());
+  CHECK_FALSE(digest_from_hex(std::string(k_sha256_abc).replace(10, 1, "g")).has_value());
+  CHECK_FALSE(digest_from_hex("").has_value());
 }
 
 }  // namespace hoist

@@ -95,21 +95,9 @@ std::optional<Sha256Digest> digest_from_hex(std::string_view hex) {
   if (hex.size() != 2 * digest.size()) {
     return std::nullopt;
   }
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') {
-      return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-      return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-      return c - 'A' + 10;
-    }
-    return -1;
-  };
   for (std::size_t i = 0; i < digest.size(); ++i) {
-    const int high = nibble(hex[2 * i]);
-    const int low = nibble(hex[2 * i + 1]);
+    const int high = hex_digit_value(hex[2 * i]);
+    const int low = hex_digit_value(hex[2 * i + 1]);
     if (high < 0 || low < 0) {
       return std::nullopt;
     }
