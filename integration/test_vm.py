@@ -488,26 +488,40 @@ def test_a_k3s_the_installer_put_there_is_never_downgraded(vm):
     assert vm.fact(p, "k3s.pre_hoist") == vm.fact(p, "k3s.before")
 
 
-def test_a_failed_restart_is_owed_and_done_by_the_identical_rerun(vm):
+def test_a_failed_restart_switches_back_quarantines_and_a_refused_rerun_changes_nothing(vm):
     p = "after-cut-2"
     assert vm.fact(p, "flaky_install.rc") == "0", vm.log("flaky_install")
     assert vm.fact(p, "flaky.r1").split()[0] == "1.0.0"
-    # the real systemd's job result: failed; the switch stands, the restart is owed
+    # the real systemd's job result: failed; hoist goes back to 1.0.0, whose restart fails too and stays owed
     assert vm.fact(p, "flaky_fail.rc") == "1", vm.log("flaky_fail")
-    assert "failed to restart hoist-flaky.service" in vm.log("flaky_fail"), vm.log("flaky_fail")
+    log = vm.log("flaky_fail")
+    assert "flaky: failed to restart hoist-flaky.service: the job's result is 'failed'" in log, log
+    assert "switched back to flaky 1.0.0; then failed to restart hoist-flaky.service" in log, log
     failed = json.loads(vm.fact(p, "flaky.failed_status"))["components"][0]
-    assert failed["current"] == "2.0.0", failed
+    assert (failed["current"], failed["previous"]) == ("1.0.0", "2.0.0"), failed
     assert failed["owed_restarts"] == ["hoist-flaky.service"], failed
+    assert [q["version"] for q in failed["quarantined"]] == ["2.0.0"], failed
+    assert (failed["last_rollback"]["from"], failed["last_rollback"]["to"]) == ("2.0.0", "1.0.0"), failed
     assert failed["last_result"]["outcome"] == "failed", failed
+    assert vm.fact(p, "flaky.failed_binary") == vm.fact(p, "flaky.v1_binary")
     assert vm.fact(p, "flaky.failed_active") != "active"
-    # SUC's next pod runs the same command: the restart is done, then success
-    assert vm.fact(p, "flaky_rerun.rc") == "0", vm.log("flaky_rerun")
-    assert "flaky: doing the restarts an earlier run owes (hoist-flaky.service)" in vm.log("flaky_rerun")
+    # SUC's next pod runs the same command: refused (exit 3), nothing changed, not even the owed restart
+    assert vm.fact(p, "flaky_rerun.rc") == "3", vm.log("flaky_rerun")
+    assert "flaky: refusing 2.0.0: it is quarantined since" in vm.log("flaky_rerun")
+    assert vm.fact(p, "flaky.rerun_active") != "active"
+    # the run that installs 1.0.0 again does the restart it owes
+    assert vm.fact(p, "flaky_owed.rc") == "0", vm.log("flaky_owed")
+    assert "flaky: doing the restarts an earlier run owes (hoist-flaky.service)" in vm.log("flaky_owed")
+    owed = json.loads(vm.fact(p, "flaky.owed_status"))["components"][0]
+    assert (owed["current"], owed["owed_restarts"]) == ("1.0.0", []), owed
+    assert vm.fact(p, "flaky.r_owed").split()[0] == "1.0.0"
+    assert vm.fact(p, "flaky.owed_active") == "active"
+    # and --allow-quarantined installs 2.0.0 once its unit can start
+    assert vm.fact(p, "flaky_again.rc") == "0", vm.log("flaky_again")
     paid = json.loads(vm.fact(p, "flaky.rerun_status"))["components"][0]
-    assert paid["owed_restarts"] == [], paid
+    assert paid["current"] == "2.0.0" and paid["owed_restarts"] == [], paid
     assert paid["last_result"]["outcome"] == "succeeded", paid
     assert vm.fact(p, "flaky.r2").split() == ["2.0.0", vm.fact(p, "flaky.r2_main_pid")]
-    assert vm.fact(p, "flaky.r2_active") == "active"
 
 
 def test_a_healthy_upgrade_passes_its_checks(vm):
