@@ -318,6 +318,46 @@ def test_an_unreachable_server_fails_at_the_timeout_with_the_last_error(pki, tmp
     assert prepare.stderr.count("retrying in") <= 2  # repeats of one error are logged at debug
 
 
+def _start_prepare_before_its_server(pki, tmp_path, *args):
+    """prepare against a port nothing listens on yet: it first finds the server unreachable, as during a
+    restart of the API server; returns (prepare, port)."""
+    port = free_port()
+    config = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", pki["ca"], token="token-1",
+                              namespace=NAMESPACE)
+    prepare = start_prepare(SERVER_PLAN, *args, kubeconfig=config)
+    time.sleep(1.5)
+    assert prepare.running(), prepare.stderr
+    return prepare, port
+
+
+def test_a_403_from_a_server_just_back_is_retried_until_it_is_ready(cluster, pki, tmp_path):
+    # A real kube-apiserver answers requests its RBAC allows with 403 for a few seconds after it comes back.
+    cluster.forbidden.update({("list", "plans"), ("watch", "plans")})
+    prepare, port = _start_prepare_before_its_server(pki, tmp_path, "--timeout", 60)
+    with FakeApiServer(cluster, pki, port=port):
+        put_server_plan(cluster)
+        cluster.wait_for(lambda c: sum(r.get("status") == 403 for r in c.requests) >= 2, timeout=20)
+        assert prepare.running(), prepare.stderr
+        with cluster.lock:
+            cluster.forbidden.clear()
+        suc(cluster, concurrency=3, job_seconds=0.1).start().join()
+        assert prepare.wait() == 0, prepare.stderr
+    assert f"failed to list plans.upgrade.cattle.io in namespace 'system-upgrade' on '127.0.0.1:{port}': " \
+           "403 Forbidden" in prepare.stderr
+    assert "taken for a server still starting); retrying in" in prepare.stderr
+
+
+def test_a_403_that_outlasts_the_timeout_fails_naming_it(cluster, pki, tmp_path):
+    cluster.forbidden.add(("list", "plans"))
+    prepare, port = _start_prepare_before_its_server(pki, tmp_path, "--timeout", 5)
+    with FakeApiServer(cluster, pki, port=port):
+        put_server_plan(cluster)
+        assert prepare.wait() == 1, prepare.stderr
+    assert "timed out after 5 s waiting for plan 'k3s-server'" in prepare.stderr
+    assert "last error: failed to list plans.upgrade.cattle.io in namespace 'system-upgrade' on " \
+           f"'127.0.0.1:{port}': 403 Forbidden" in prepare.stderr
+
+
 def test_server_errors_are_retried(cluster, kubeconfig):
     cluster.fail_next = [500, 503]
     put_server_plan(cluster)

@@ -110,6 +110,32 @@ bool ResourceMirror::pause(Backoff& backoff, const std::string& why) {
   return !m_interrupt.wait_for(delay);
 }
 
+std::optional<std::string> ResourceMirror::transient(const KubeError& error) {
+  using Kind = KubeError::Kind;
+  const auto now = std::chrono::steady_clock::now();
+  switch (error.kind()) {
+    case Kind::unreachable:
+    case Kind::bad_response:  // a stream cut mid-response is how a restarting server looks too
+      m_unreachable_at = now;
+      return error.what();
+    case Kind::not_found:
+    case Kind::timeout:
+    case Kind::gone: return error.what();
+    case Kind::unauthorized:
+    case Kind::forbidden:
+      if (m_unreachable_at && now - *m_unreachable_at < k_restart_grace) {
+        const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - *m_unreachable_at);
+        return std::string(error.what()) + " (the server was unreachable " + seconds_text(ago) +
+               " ago: taken for a server still starting)";
+      }
+      return std::nullopt;
+    case Kind::interrupted:
+    case Kind::tls:
+    case Kind::rejected: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 bool ResourceMirror::expired() const {
   return std::chrono::steady_clock::now() >= m_deadline;
 }
@@ -124,8 +150,8 @@ void ResourceMirror::run() {
         continue;  // stop, a new query, or the owner's deadline passed: the loop decides
       }
       // A 410 here is a LIST whose continue tokens kept expiring: list again, after a pause.
-      if (error.retryable() || error.kind() == KubeError::Kind::timeout || error.kind() == KubeError::Kind::gone) {
-        pause(backoff, error.what());  // interrupted or not, the loop decides what comes next
+      if (const auto why = transient(error)) {
+        pause(backoff, *why);  // interrupted or not, the loop decides what comes next
         continue;
       }
       const std::lock_guard lock(m_mutex);
@@ -216,13 +242,13 @@ void ResourceMirror::list_and_watch(Backoff& backoff) {
       if (expired()) {
         return;  // the owner reports its timeout; a retry note now would only be noise
       }
-      if (error.kind() == KubeError::Kind::interrupted ||
-          !(error.retryable() || error.kind() == KubeError::Kind::timeout)) {
+      const auto why = transient(error);
+      if (!why) {
         throw;
       }
-      // The stream broke: watch again from the last resourceVersion seen, which
-      // loses no event; a 410 on that watch sends us back to LIST.
-      if (!pause(backoff, error.what())) {
+      // The stream broke, or a server that has just come back refused us: watch again from the last
+      // resourceVersion seen, which loses no event; a 410 on that watch sends us back to LIST.
+      if (!pause(backoff, *why)) {
         return;
       }
     }

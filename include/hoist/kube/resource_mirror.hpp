@@ -1,10 +1,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -22,6 +24,12 @@ namespace hoist {
 /// that as JSON before they are trimmed. Pages of 100 put prepare's peak at 5,000 nodes 8 MiB higher.
 inline constexpr std::size_t k_list_page_size = 50;
 
+/// How long after the API server was last unreachable a 401 or 403 is still taken for a server that is
+/// starting: a kube-apiserver that has just come back answers requests its RBAC allows with 403 Forbidden
+/// (and may answer 401) until its authorizer's and authenticator's caches are filled, seen for 5 s on a real
+/// one. Upgrading a k3s server restarts the API server under every agent's waiting prepare step.
+inline constexpr std::chrono::seconds k_restart_grace{60};
+
 /// Timing of a ResourceMirror.
 struct MirrorTiming {
   int watch_timeout_seconds = 300;  ///< asked of the server for each watch
@@ -35,9 +43,10 @@ struct MirrorTiming {
 /// the last resourceVersion seen; when the stream breaks or the server is
 /// unreachable, retry with backoff; on 410 Gone, or when the query changes,
 /// LIST again; when a continue token of the LIST expires (410), list from its
-/// first page again (see list_pages). Runs on its own thread from start() until stop() (or the
-/// destructor); it never logs (only the owner's thread does): it leaves notes
-/// to drain, and a fatal error (403, 401, TLS) to rethrow.
+/// first page again (see list_pages). A 401 or 403 within k_restart_grace of the server
+/// being unreachable is retried like an outage; any other one is fatal. Runs on its own thread from start() until
+/// stop() (or the destructor); it never logs (only the owner's thread does): it leaves notes to drain, and a fatal
+/// error (403, 401, TLS) to rethrow.
 class ResourceMirror {
  public:
   /// What the owner sees: the objects by name, and the query they answer.
@@ -94,6 +103,10 @@ class ResourceMirror {
   [[nodiscard]] bool expired() const;
   /// Waits out a backoff delay; false when interrupted (stop or a new query).
   bool pause(Backoff& backoff, const std::string& why);
+  /// What to note when `error` is to be retried: an outage (which it then records), a 404, a 410 or a
+  /// timeout, or a 401 or 403 from a server that was unreachable less than k_restart_grace ago; nullopt
+  /// when it is fatal.
+  std::optional<std::string> transient(const KubeError& error);
 
   const KubeClient& m_client;
   const KubeResource m_resource;
@@ -109,6 +122,9 @@ class ResourceMirror {
   Changes m_changes;
   std::vector<Note> m_notes;
   std::exception_ptr m_failure;
+
+  // When the server was last unreachable; read and written on the mirror's thread only.
+  std::optional<std::chrono::steady_clock::time_point> m_unreachable_at;
 
   std::atomic<bool> m_stop{false};
   std::thread m_thread;
