@@ -95,13 +95,14 @@ def _text(output):
     return output
 
 
-def run_hoist(*args, env=None, timeout=120, check=None, input=None):
-    """Runs the binary; returns a Result. `check` asserts the exit code."""
+def run_hoist(*args, env=None, timeout=120, check=None, input=None, wrapper=()):
+    """Runs the binary (under `wrapper`, a command that runs its arguments); returns a Result. `check` asserts
+    the exit code."""
     full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SANITIZER_ENV}
     if env:
         full_env.update(env)
-    proc = subprocess.run([HOIST_BIN, *map(str, args)], env=full_env, capture_output=True, text=True,
-                          timeout=timeout, input=input)
+    proc = subprocess.run([*map(str, wrapper), HOIST_BIN, *map(str, args)], env=full_env, capture_output=True,
+                          text=True, timeout=timeout, input=input)
     result = Result(proc)
     record_output(proc.args, proc.stdout, proc.stderr)
     if check is not None:

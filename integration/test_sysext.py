@@ -77,6 +77,23 @@ def test_an_image_is_kept_under_the_state_dir_linked_and_sysext_refreshed(host_r
     assert len(systemd.called("ReloadOrRestartUnit")) == 1
 
 
+def test_an_image_is_read_where_dev_has_no_node_for_the_free_loop_device(host_root, tmp_path, system_bus):
+    # A container's /dev is filled when it starts; the kernel adds a loop device when every one is taken (as on
+    # hosts whose snaps hold them), and hoist's pod then has no node for it. Here /dev is a tmpfs holding only
+    # loop-control and null, in a private mount namespace: no /dev/loopN exists at all.
+    needs_loop()
+    system_bus.start("systemd_manager")
+    image = squashfs(tmp_path, "v1", MATCH)
+    listing = tmp_path / "dev-after"
+    script = ("mount -t tmpfs -o mode=0755 hoist-test-dev /dev && mknod -m 0600 /dev/loop-control c 10 237 && "
+              'mknod -m 0666 /dev/null c 1 3 && "$@"; status=$?; ls -A /dev > "$0"; exit $status')
+    run_hoist("upgrade", "--host-root", host_root, "--lock-timeout", "5", *sysext_args(image, "1.0"), check=0,
+              wrapper=["unshare", "--mount", "--propagation", "private", "sh", "-c", script, listing])
+    assert os.readlink(host_root / LINK) == "/var/lib/hoist/tools/tools-1.0.raw"
+    assert (host_root / STATE / "tools-1.0.raw").read_bytes() == image.read_bytes()
+    assert listing.read_text().split() == ["loop-control", "null"]  # the node hoist made is gone
+
+
 def test_the_kept_image_has_the_payload_s_owner_mode_mtime_and_xattrs(host_root, tmp_path, system_bus):
     needs_loop()
     system_bus.start("systemd_manager")

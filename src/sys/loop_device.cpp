@@ -4,9 +4,15 @@
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+
+#include "hoist/util/file_io.hpp"
 
 namespace hoist {
 
@@ -39,6 +45,47 @@ int configure(int loop_fd, int file_fd) {
   return 0;
 }
 
+// The device number of loop device `index`, as sysfs gives it ("7:12\n").
+Expected<dev_t> device_number(int index, const std::string& path) {
+  const std::string sysfs = "/sys/block/loop" + std::to_string(index) + "/dev";
+  auto text = read_file_at(AT_FDCWD, sysfs, sysfs, 64);
+  if (!text) {
+    return SysError{"failed to find the device number of " + in_quotes(path) + ": " + text.error().message,
+                    text.error().errnum};
+  }
+  unsigned major = 0;
+  unsigned minor = 0;
+  char end = 0;
+  if (std::sscanf(text->c_str(), "%u:%u%c", &major, &minor, &end) != 3 || end != '\n') {
+    return SysError{"failed to find the device number of " + in_quotes(path) + ": " + in_quotes(sysfs) + " holds " +
+                        in_quotes(*text) + ", not MAJOR:MINOR",
+                    EINVAL};
+  }
+  return ::makedev(major, minor);
+}
+
+// Opens loop device `index` when /dev has no node for it: a container's /dev is filled when the container
+// starts, and the kernel adds a loop device when every one is taken. The node is made under a name of
+// this process's own in /dev and removed as soon as it is open, so none is left behind.
+Expected<Fd> open_without_node(int index, const std::string& path) {
+  auto number = device_number(index, path);
+  if (!number) {
+    return number.error();
+  }
+  const std::string node = "/dev/.hoist-loop" + std::to_string(index) + "." + std::to_string(::getpid());
+  if (::mknod(node.c_str(), S_IFBLK | 0600, *number) != 0) {
+    return sys_error("open " + in_quotes(path) + ": /dev has no node for it, and making one as " + in_quotes(node) +
+                     " failed");
+  }
+  Fd loop(::open(node.c_str(), O_RDONLY | O_CLOEXEC));
+  const int saved = errno;
+  ::unlink(node.c_str());
+  if (!loop) {
+    return sys_error("open " + in_quotes(path) + " through " + in_quotes(node), saved);
+  }
+  return loop;
+}
+
 }  // namespace
 
 Expected<LoopDevice> LoopDevice::attach_read_only(int file_fd, std::string_view display) {
@@ -56,6 +103,13 @@ Expected<LoopDevice> LoopDevice::attach_read_only(int file_fd, std::string_view 
     }
     std::string path = "/dev/loop" + std::to_string(index);
     Fd loop(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!loop && errno == ENOENT) {
+      auto opened = open_without_node(index, path);
+      if (!opened) {
+        return SysError{opened.error().message + " (to attach " + in_quotes(display) + ")", opened.error().errnum};
+      }
+      loop = std::move(*opened);
+    }
     if (!loop) {
       return sys_error("open " + in_quotes(path) + " (to attach " + in_quotes(display) + ")");
     }

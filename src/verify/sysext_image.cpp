@@ -168,7 +168,7 @@ ExtensionRelease read_image_file_release(int image, SysextImageType type, std::s
   if (!loop) {
     throw Failure(loop.error().message);
   }
-  auto mounted = DetachedMount::mount_read_only(std::string(to_string(type)), loop->path(), shown);
+  auto mounted = DetachedMount::mount_read_only(std::string(to_string(type)), loop->source(), shown);
   if (!mounted) {
     throw Failure(mounted.error().message);
   }

@@ -21,8 +21,12 @@ class LoopDevice {
   /// the file in errors.
   static Expected<LoopDevice> attach_read_only(int file_fd, std::string_view display);
 
-  /// The device node, `/dev/loopN`.
+  /// The device's name, `/dev/loopN`, for messages: the node may not exist (a container's /dev is
+  /// filled when it starts); the device is then opened through a node of hoist's own, removed at once.
   [[nodiscard]] const std::string& path() const noexcept { return m_path; }
+  /// What to mount the device from: its descriptor's link in /proc/self/fd, which reaches the device
+  /// whether or not /dev has a node for it.
+  [[nodiscard]] std::string source() const { return "/proc/self/fd/" + std::to_string(m_fd.get()); }
   [[nodiscard]] int fd() const noexcept { return m_fd.get(); }
 
  private:
