@@ -452,6 +452,16 @@ def pod_log_path(cluster, pod, container="upgrade"):
             f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / container / "0.log")
 
 
+def termination_message_path(cluster, pod, container="upgrade"):
+    """The file the node's kubelet mounts at the container's terminationMessagePath (its root's
+    pods/UID/containers/NAME/ID), where hoist writes its termination message in place on exit: once opened, it
+    can be read after the kubelet removed it with the pod."""
+    meta = pod["metadata"]
+    directory = (cluster.dir / "nodes" / pod["spec"]["nodeName"] / "kubelet/pods" / meta["uid"] / "containers" /
+                 container)
+    return max(directory.iterdir(), key=lambda path: path.stat().st_mtime_ns)
+
+
 def cri_log_text(raw):
     """The output in a CRI log file's lines ('<time> <stream> <P|F> <text>'), P being part of a line."""
     out = []
