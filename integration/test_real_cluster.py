@@ -355,6 +355,14 @@ def test_a_job_deleted_mid_run_stops_hoist_with_the_kubelets_sigterm_and_the_way
     k3s_server(cluster, payloads, hoist_images, tmp_path, K3S_NEW)
     job = wait_job_created("k3s-server")
     cluster.api.wait_for("hoist restarts k3s", lambda: systemd.called("RestartUnit"), 240)
+
+    def upgrade_running():
+        statuses = pods_of(cluster, job["metadata"]["name"])[0]["status"].get("containerStatuses", [])
+        return any(s["name"] == "upgrade" and "running" in s["state"] for s in statuses)
+    # Only a container that the kubelet has seen running is stopped with SIGTERM and a grace period: deleted
+    # before its next look at the node's containers (a second at most), the pod is stopped by killing its sandbox,
+    # which SIGKILLs hoist (containerd's log: StopPodSandbox, then "Kill container", no "Stop container").
+    cluster.api.wait_for("the kubelet sees hoist's container running", upgrade_running, 60)
     [pod] = pods_of(cluster, job["metadata"]["name"])
     # The container's output as containerd writes it and the file its termination message goes to, both opened
     # now: the kubelet removes them with the pod, and its last status of the pod may come after the deletion (then
@@ -368,7 +376,7 @@ def test_a_job_deleted_mid_run_stops_hoist_with_the_kubelets_sigterm_and_the_way
         last = last_status_before_deletion(cluster, pod, 120)
         raw = b""
         deadline = time.monotonic() + 30
-        while b"hoist upgrade: " not in raw and time.monotonic() < deadline:  # containerd's copy may lag
+        while stopped.encode() not in raw and time.monotonic() < deadline:  # containerd's copy may lag
             raw += log_file.read()
             time.sleep(0.2)
         out = cri_log_text(raw.decode())
