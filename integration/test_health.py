@@ -166,6 +166,47 @@ def test_a_payload_whose_own_selftest_fails_is_rolled_back(host_root, tmp_path):
     assert current(host_root) == "1.0.0"
 
 
+TAKE_AWAY = r'''
+#include <stdio.h>
+int main(void) {
+  if (rename(FROM, TO) != 0) { perror("rename"); return 2; }
+  printf("took %s away\n", FROM);
+  return 3;
+}
+'''
+
+
+def test_a_previous_version_gone_before_the_switch_back_leaves_the_new_one_and_names_both_failures(host_root,
+                                                                                                   tmp_path):
+    # docs/how-it-works.md, "What exit 1 leaves on the host": going back fails when the previous version cannot be
+    # switched to. The failing check itself takes 1.0.0 away (renames it on the host), as a hand or a disk might.
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build a static health-check program (the host root has no shell)")
+    source = tmp_path / "take_away.c"
+    source.write_text(TAKE_AWAY)
+    program = tmp_path / "take_away"
+    subprocess.run(["gcc", "-static", "-O1", '-DFROM="/opt/app/1.0.0"', '-DTO="/opt/taken-1.0.0"', "-o",
+                    str(program), str(source)], check=True, capture_output=True)
+    v1 = make_tree(tmp_path / "v1", {"bin/app": "app 1\n"}, 1)
+    v2 = make_tree(tmp_path / "v2", {"bin/app": "app 2\n", "bin/check": program.read_bytes()}, 2)
+    (v2 / "bin/check").chmod(0o755)
+    check = ("--health-check", "exec:/opt/app/current/bin/check")
+    upgrade(host_root, *args(v1, "1.0.0"), check=0)
+    # Exit 1, not 2: nothing was wrong with the input (it exited 2, naming only the second failure, before).
+    result = upgrade(host_root, *args(v2, "2.0.0", *check, *FAST), check=1)
+    assert "took /opt/app/1.0.0 away" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "error: health check exec:/opt/app/current/bin/check did not pass within 4 s: " in last
+    assert "; app stays on 2.0.0, could not switch back to 1.0.0: cannot roll back app to 1.0.0: " in last
+    assert current(host_root) == "2.0.0"
+    assert (host_root / "opt/app/2.0.0/bin/app").read_text() == "app 2\n"
+    assert (host_root / "opt/taken-1.0.0/bin/app").read_text() == "app 1\n"
+    state = state_of(host_root, "app")
+    assert (state["current"], state["quarantined"]) == ("2.0.0", []), state
+    assert state["owed_health_checks"] == ["exec:/opt/app/current/bin/check"], state
+    assert state["last_result"]["outcome"] == "failed", state
+
+
 def test_an_http_check_that_answers_an_error_rolls_back(host_root, payloads, healthz):
     v1, v2 = payloads
     upgrade(host_root, *args(v1, "1.0.0", "--health-check", f"http:{healthz.url}", *FAST), check=0)

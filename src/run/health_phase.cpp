@@ -167,6 +167,7 @@ void plan_datastore(const Context& context, const StateStore& store, HostSteps& 
   std::string stuck;
   std::string withdrawn;
   std::string kept;
+  std::string unswitched;   // components whose switch back failed: they stay on the failed version
   std::string restored_to;  // the version a restored datastore runs again, checked once more below
   for (auto& retreat : retreats) {
     ComponentState& state = retreat.state;
@@ -231,7 +232,18 @@ void plan_datastore(const Context& context, const StateStore& store, HostSteps& 
         const std::string target = state.previous;
         spdlog::error("{}: {}; switching back to {}", state.component, why, target);
         set_last_result(state, command, outcome::k_rolled_back, failed, why + "; switched back to " + target);
-        switch_back(context.root(), store, state, target, durability, why, retreat.owed_restarts, quarantine);
+        try {
+          switch_back(context.root(), store, state, target, durability, why, retreat.owed_restarts, quarantine);
+        } catch (const Error& e) {
+          // The previous version cannot be switched to (removed or damaged since): the failed one stays current,
+          // its checks still owed, and the error names both failures. Not a usage error, whatever refused it.
+          const std::string unable = "could not switch back to " + target + ": " + e.what();
+          spdlog::error("{}: {}", state.component, unable);
+          set_last_result(state, command, outcome::k_failed, failed, why + "; " + unable);
+          store.save(state);
+          unswitched += (unswitched.empty() ? "" : "; ") + state.component + " stays on " + failed + ", " + unable;
+          break;
+        }
         switched.push_back(SwitchedComponent{state.component, parse_component_kind(state.kind), target, true});
         back += (back.empty() ? "" : ", ") + state.component + " " + target +
                 (retreat.restore ? " with its datastore restored from " + retreat.restore->path : "");
@@ -268,7 +280,7 @@ void plan_datastore(const Context& context, const StateStore& store, HostSteps& 
     }
   }
   throw Failure(why + (back.empty() ? "" : "; switched back to " + back) + rechecked +
-                (kept.empty() ? "" : "; " + kept) +
+                (kept.empty() ? "" : "; " + kept) + (unswitched.empty() ? "" : "; " + unswitched) +
                 (withdrawn.empty() ? "" : "; withdrew " + withdrawn + ", which had no previous version") +
                 (stuck.empty() ? "" : "; " + stuck + " stays, with no previous version") + restarting);
 }
