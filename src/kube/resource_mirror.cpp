@@ -113,25 +113,17 @@ bool ResourceMirror::pause(Backoff& backoff, const std::string& why) {
 std::optional<std::string> ResourceMirror::transient(const KubeError& error) {
   using Kind = KubeError::Kind;
   const auto now = std::chrono::steady_clock::now();
-  switch (error.kind()) {
-    case Kind::unreachable:
-    case Kind::bad_response:  // a stream cut mid-response is how a restarting server looks too
-      m_unreachable_at = now;
-      return error.what();
-    case Kind::not_found:
-    case Kind::timeout:
-    case Kind::gone: return error.what();
-    case Kind::unauthorized:
-    case Kind::forbidden:
-      if (m_unreachable_at && now - *m_unreachable_at < k_restart_grace) {
-        const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - *m_unreachable_at);
-        return std::string(error.what()) + " (the server was unreachable " + seconds_text(ago) +
-               " ago: taken for a server still starting)";
-      }
-      return std::nullopt;
-    case Kind::interrupted:
-    case Kind::tls:
-    case Kind::rejected: return std::nullopt;
+  if (error.kind() == Kind::unreachable || error.kind() == Kind::bad_response) {
+    m_unreachable_at = now;  // a stream cut mid-response is how a restarting server looks too
+  }
+  if (error.retryable() || error.kind() == Kind::timeout || error.kind() == Kind::gone) {
+    return error.what();
+  }
+  if ((error.kind() == Kind::unauthorized || error.kind() == Kind::forbidden) && m_unreachable_at &&
+      now - *m_unreachable_at < k_restart_grace) {
+    const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - *m_unreachable_at);
+    return std::string(error.what()) + " (the server was unreachable " + seconds_text(ago) +
+           " ago: taken for a server still starting)";
   }
   return std::nullopt;
 }

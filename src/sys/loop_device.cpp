@@ -66,7 +66,8 @@ Expected<dev_t> device_number(int index, const std::string& path) {
 
 // Opens loop device `index` when /dev has no node for it: a container's /dev is filled when the container
 // starts, and the kernel adds a loop device when every one is taken. The node is made under a name of
-// this process's own in /dev and removed as soon as it is open, so none is left behind.
+// this process's own in /dev and removed as soon as it is open; only a kill between the two leaves it, in
+// the container's own /dev when hoist runs in one.
 Expected<Fd> open_without_node(int index, const std::string& path) {
   auto number = device_number(index, path);
   if (!number) {
