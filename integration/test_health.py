@@ -34,15 +34,21 @@ int main(int argc, char **argv) {
 '''
 
 
-def selftest(tmp_path, version, status):
+def static_program(tmp_path, name, text, **defines):
+    """The bytes of the C program `text` compiled static with `defines` (-DNAME=VALUE): a health check run in
+    the host root, which has no shell."""
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc to build a static health-check program (the host root has no shell)")
-    source = tmp_path / "selftest.c"
-    source.write_text(SELFTEST)
-    binary = tmp_path / f"selftest-{version}"
-    subprocess.run(["gcc", "-static", "-O1", f"-DSTATUS={status}", f'-DVERSION="{version}"', "-o", str(binary),
+    source = tmp_path / f"{name}.c"
+    source.write_text(text)
+    binary = tmp_path / name
+    subprocess.run(["gcc", "-static", "-O1", *(f"-D{k}={v}" for k, v in defines.items()), "-o", str(binary),
                     str(source)], check=True, capture_output=True)
     return binary.read_bytes()
+
+
+def selftest(tmp_path, version, status):
+    return static_program(tmp_path, f"selftest-{version}", SELFTEST, STATUS=status, VERSION=f'"{version}"')
 
 
 def current(host_root):
@@ -180,15 +186,9 @@ def test_a_previous_version_gone_before_the_switch_back_leaves_the_new_one_and_n
                                                                                                    tmp_path):
     # docs/how-it-works.md, "What exit 1 leaves on the host": going back fails when the previous version cannot be
     # switched to. The failing check itself takes 1.0.0 away (renames it on the host), as a hand or a disk might.
-    if shutil.which("gcc") is None:
-        pytest.skip("needs gcc to build a static health-check program (the host root has no shell)")
-    source = tmp_path / "take_away.c"
-    source.write_text(TAKE_AWAY)
-    program = tmp_path / "take_away"
-    subprocess.run(["gcc", "-static", "-O1", '-DFROM="/opt/app/1.0.0"', '-DTO="/opt/taken-1.0.0"', "-o",
-                    str(program), str(source)], check=True, capture_output=True)
+    program = static_program(tmp_path, "take_away", TAKE_AWAY, FROM='"/opt/app/1.0.0"', TO='"/opt/taken-1.0.0"')
     v1 = make_tree(tmp_path / "v1", {"bin/app": "app 1\n"}, 1)
-    v2 = make_tree(tmp_path / "v2", {"bin/app": "app 2\n", "bin/check": program.read_bytes()}, 2)
+    v2 = make_tree(tmp_path / "v2", {"bin/app": "app 2\n", "bin/check": program}, 2)
     (v2 / "bin/check").chmod(0o755)
     check = ("--health-check", "exec:/opt/app/current/bin/check")
     upgrade(host_root, *args(v1, "1.0.0"), check=0)
