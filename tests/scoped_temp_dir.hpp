@@ -2,10 +2,12 @@
 
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace hoist::test {
 
@@ -44,6 +46,19 @@ inline int thread_count() {
     }
   }
   return -1;
+}
+
+/// The threads of this process once those that were joined have left it: at most 5 s for the count to fall to
+/// `expected`, then the count. pthread_join returns when the kernel clears the thread's id, which it does before the
+/// thread leaves the process's count; under qemu-user, the emulator's own thread ends a moment later still. A thread
+/// that was never joined is still counted after 5 s.
+inline int thread_count_settled(int expected) {
+  int count = thread_count();
+  for (int waited_ms = 0; count > expected && waited_ms < 5000; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    count = thread_count();
+  }
+  return count;
 }
 
 /// Writes `content` to `path`, creating parent directories.

@@ -232,7 +232,7 @@ TEST_CASE("progress is reported with running totals, and no thread outlives stag
     CHECK(reports[i].bytes_done >= reports[i - 1].bytes_done);
     CHECK(reports[i].bytes_done <= stats.bytes_done);
   }
-  CHECK(hoist::test::thread_count() == threads_before);
+  CHECK(hoist::test::thread_count_settled(threads_before) == threads_before);
 }
 
 TEST_CASE("a default ACL on the staging directory is not inherited by what is staged", "[transfer]") {
