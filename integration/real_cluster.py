@@ -171,8 +171,9 @@ def import_payload(real_cluster, hoist_images, image):
 
 
 def image_names(hoist_images, **payloads):
-    """A kustomize overlay's image names: deploy/'s localhost/hoist (the agents' prepare step) as the tests' hoist
-    image, and each payload (`k3s=image`) as its test build. The tags stay the Plans' own."""
+    """A kustomize overlay's image names: localhost/hoist (no shipped Plan names it: their prepare steps run the
+    payload images) as the tests' hoist image, and each payload (`k3s=image`) as its test build. The tags stay the
+    Plans' own."""
     names = {"localhost/hoist": hoist_images["hoist"].rsplit(":", 1)[0]}
     for recipe, image in payloads.items():
         names[f"localhost/hoist-{recipe}"] = image.rsplit(":", 1)[0]

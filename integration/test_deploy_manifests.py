@@ -15,12 +15,12 @@ import pytest
 pytest.register_assert_rewrite("prepare_harness")  # before its import: it is also a plugin
 import yaml
 
-from conftest import run_hoist
+from conftest import SANITIZER_ENV, run_hoist
 from fake_apiserver import NODE_API, Cluster, FakeApiServer, munge, write_kubeconfig
 from known_secrets import SA_TOKEN
-from payloads import make_tree
-from prepare_harness import (NAMESPACE, SERVER_PLAN, can_fake_service_account, make_service_account, put_server_plan,
-                             start_prepare, suc)
+from payloads import make_tree, state_of
+from prepare_harness import (HOIST_BIN, NAMESPACE, SERVER_PLAN, Prepare, can_fake_service_account,
+                             make_service_account, put_server_plan, start_prepare, suc)
 from suc_emulator import SucEmulator
 from test_node_events import NODE, in_pod
 from test_node_events import tree_args as node_event_tree_args
@@ -42,7 +42,6 @@ EXPECTED_PLANS = {"k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-to
 SUC_NAMESPACE = "system-upgrade"
 PROJECT_VERSION = re.search(r"^project\(hoist VERSION (\S+?)[ )]", (REPO / "CMakeLists.txt").read_text(), re.M)[1]
 # hoist's own image, as scripts/image tags it.
-HOIST_IMAGE = f"localhost/hoist:v{PROJECT_VERSION}"
 # Where the API server keeps events about cluster-scoped objects such as Nodes.
 EVENT_NAMESPACE = "default"
 
@@ -428,9 +427,21 @@ def budget(plan):
     name = plan["metadata"]["name"]
     parts = {"spare": SPARE}
     if "prepare" in spec:
-        timeout = option(spec["prepare"]["args"], "--timeout")
-        assert timeout is not None, f"{name}: prepare without --timeout waits its default, whatever the deadline"
-        parts["prepare"] = float(timeout)
+        prepare = spec["prepare"]["args"]
+        if prepare[0] == "stage":
+            # hoist stage: its lock, then the staging (hoist's own work, in the spare); with --wait-for-plan, the
+            # wait first.
+            lock = option(prepare, "--lock-timeout")
+            assert lock is not None, f"{name}: hoist stage without --lock-timeout waits its default for the lock"
+            parts["stage_lock"] = float(lock)
+            if option(prepare, "--wait-for-plan") is not None:
+                timeout = option(prepare, "--wait-timeout")
+                assert timeout is not None, f"{name}: --wait-for-plan without --wait-timeout waits its default"
+                parts["prepare"] = float(timeout)
+        else:
+            timeout = option(prepare, "--timeout")
+            assert timeout is not None, f"{name}: prepare without --timeout waits its default, whatever the deadline"
+            parts["prepare"] = float(timeout)
     if "drain" in spec:
         # No drain.timeout (see test_no_drain_timeout_works_with_both_controllers...): the drain has what the
         # deadline leaves it, which must be at least this allowance.
@@ -478,17 +489,18 @@ def test_the_time_budget_adds_up(rendered):
         total, parts = budget(plan)
         assert total <= deadline, f"{name}: {parts} add up to {total} s, over its deadline of {deadline} s"
         if "prepare" in parts:
-            # prepare's --timeout is what the deadline leaves: a prepare that
+            # prepare's wait is what the deadline leaves: a prepare that
             # succeeds at the last moment still leaves drain and upgrade their time.
-            assert total == deadline, f"{name}: prepare --timeout should be {deadline - (total - parts['prepare'])}"
+            assert total == deadline, f"{name}: prepare's wait should be {deadline - (total - parts['prepare'])}"
     plans = plans_of(rendered)
-    assert budget(plans["k3s-agent"])[1] == {"spare": 120, "prepare": 1200, "drain": 300, "lock": 60, "restart": 120,
-                                             "health": 300, "restart_back": 120}
-    assert budget(plans["k3s-server"]) == (1500, {"spare": 120, "lock": 60, "restart": 120, "health": 300,
-                                                  "restart_back": 120, "snapshot": 240, "restore": 540})
+    assert budget(plans["k3s-agent"])[1] == {"spare": 120, "stage_lock": 60, "prepare": 1200, "drain": 300,
+                                             "lock": 60, "restart": 120, "health": 300, "restart_back": 120}
+    assert budget(plans["k3s-server"]) == (1560, {"spare": 120, "stage_lock": 60, "lock": 60, "restart": 120,
+                                                  "health": 300, "restart_back": 120, "snapshot": 240,
+                                                  "restore": 540})
     # The server Plan snapshots its datastore before the switch, with a bound of its own.
     assert option(plans["k3s-server"]["spec"]["upgrade"]["args"], "--datastore-snapshot") == "take"
-    assert budget(plans["os-tree"])[0] == 1560
+    assert budget(plans["os-tree"])[0] == 1680
 
 
 def test_no_comment_says_skip_wait_for_delete_timeout_bounds_evictions():
@@ -501,9 +513,30 @@ def test_no_comment_says_skip_wait_for_delete_timeout_bounds_evictions():
 def test_the_agent_plan_prepares_by_waiting_for_the_server_plan(rendered):
     plans = by_kind(rendered["k3s"])["Plan"]
     server, agent = plans["k3s-server"], plans["k3s-agent"]
-    assert agent["spec"]["prepare"]["args"][:2] == ["prepare", "k3s-server"]
+    assert agent["spec"]["prepare"]["args"][:2] == ["stage", "--manifest=/payload/hoist.json"]
+    assert "--wait-for-plan=k3s-server" in agent["spec"]["prepare"]["args"]
     assert "--node-version=$(SYSTEM_UPGRADE_PLAN_LATEST_VERSION)" in agent["spec"]["prepare"]["args"]
     assert agent["spec"]["version"] == server["spec"]["version"]
+
+
+def test_the_plans_that_cordon_or_drain_stage_in_prepare_with_the_upgrades_image_and_manifest(rendered):
+    # docs/two-phase.md: a version hoist refuses is refused before SUC cordons or drains the node, and what passes
+    # is staged before the drain. The sysext Plan neither cordons nor drains: one phase.
+    staged = set()
+    for plan in plans_of(rendered).values():
+        spec = plan["spec"]
+        if "drain" not in spec and not spec.get("cordon"):
+            assert "prepare" not in spec, plan["metadata"]["name"]
+            continue
+        prepare, upgrade = spec["prepare"], spec["upgrade"]
+        assert prepare["args"][0] == "stage"
+        # The same payload image, untagged (SUC appends the Plan's version to both), and the same manifest.
+        assert prepare["image"] == upgrade["image"] and ":" not in prepare["image"]
+        assert option(prepare["args"], "--manifest") == option(upgrade["args"], "--manifest")
+        # It writes the host: privileged, as SUC makes the upgrade container by itself.
+        assert prepare["securityContext"] == {"privileged": True}
+        staged.add(plan["metadata"]["name"])
+    assert staged == {"k3s-server", "k3s-agent", "os-tree"}
 
 
 # ------------------------------------------------------------------ images
@@ -515,20 +548,16 @@ def test_hoist_image_is_the_version_tag_everywhere(rendered):
             for container in ("prepare", "upgrade"):
                 if container in plan["spec"]:
                     assert not plan["spec"][container]["image"].endswith(":latest")
-    assert plans_of(rendered)["k3s-agent"]["spec"]["prepare"]["image"] == HOIST_IMAGE
     # scripts/image tags v<version> (CMakeLists.txt's) and nothing else.
     script = (REPO / "scripts/image").read_text()
     assert re.search(r'^tag=v\$version$', script, re.M)
     assert not re.search(r'--tag "\$image:(latest|\$version)"', script)
-    # README and the kustomization's example name hoist's image by the same tag (README also names the arm64
-    # image that HOIST_IMAGE_ARCHES=arm64 adds, the same tag with -arm64).
+    # README and the operator docs name hoist's image by the same tag (README also names the arm64 image that
+    # HOIST_IMAGE_ARCHES=arm64 adds, the same tag with -arm64).
     mentions = re.findall(r"(?:localhost|registry\.example)/hoist:([\w.+-]+)",
-                          (REPO / "README.md").read_text() + (DEPLOY / "k3s/kustomization.yaml").read_text())
+                          "".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]))
     assert f"v{PROJECT_VERSION}" in mentions, mentions
     assert set(mentions) <= {f"v{PROJECT_VERSION}", f"v{PROJECT_VERSION}-arm64"}, mentions
-    example = re.search(r"name: localhost/hoist\s.*\n.*\n\s*#\s*newTag: (\S+)",
-                        (DEPLOY / "k3s/kustomization.yaml").read_text())
-    assert example and example[1] == f"v{PROJECT_VERSION}"
 
 
 @needs_kubectl
@@ -539,11 +568,11 @@ def test_an_overlay_can_replace_the_image_placeholders(tmp_path):
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
         "resources: [../deploy/k3s]\n"
-        "images:\n- {name: localhost/hoist, newName: registry.example/hoist, newTag: v0.2.0}\n"
-        "- {name: localhost/hoist-k3s, newName: registry.example/hoist-k3s}\n")
+        "images:\n- {name: localhost/hoist-k3s, newName: registry.example/hoist-k3s}\n")
     plans = by_kind(render(overlay))["Plan"]
-    assert plans["k3s-agent"]["spec"]["prepare"]["image"] == "registry.example/hoist:v0.2.0"
-    assert {p["spec"]["upgrade"]["image"] for p in plans.values()} == {"registry.example/hoist-k3s"}
+    # One name for both containers of both Plans: the prepare step stages from the payload image.
+    assert {p["spec"][c]["image"] for p in plans.values() for c in ("prepare", "upgrade")} == \
+        {"registry.example/hoist-k3s"}
 
 
 # ------------------------------------------------------------------ RBAC
@@ -612,7 +641,8 @@ def test_each_plan_runs_as_its_own_account_with_only_what_it_needs(rendered):
             needs = set(EVENTS_NEEDS)
             if reads_own_node(spec["upgrade"]["args"]):
                 needs |= OWN_NODE_NEEDS
-            if "prepare" in spec and spec["prepare"]["args"][0] == "prepare":
+            if "prepare" in spec and (spec["prepare"]["args"][0] == "prepare" or
+                                      option(spec["prepare"]["args"], "--wait-for-plan") is not None):
                 needs |= PREPARE_NEEDS
             if "drain" in spec:
                 needs |= DRAIN_NEEDS
@@ -663,12 +693,15 @@ def test_prepare_fails_without_any_one_of_its_rules(cluster, pki, tmp_path, drop
     assert f"403 Forbidden (RBAC must allow verb '{dropped[0]}' on resource '{dropped[1]}'" in prepare.stderr
 
 
-def test_the_agent_plans_own_prepare_step_waits_for_the_shipped_server_plan(pki, tmp_path, rendered):
+def test_the_agent_plans_own_prepare_step_waits_for_the_shipped_server_plan_then_stages(pki, tmp_path, rendered,
+                                                                                        host_root):
     """The k3s Plans as shipped, through the binary: the agent Plan's prepare
     arguments ($(SYSTEM_UPGRADE_PLAN_LATEST_VERSION) expanded as the kubelet
     does), with only its account's prepare rights, waiting for the server
     Plan as rendered, whose opt-in selector leaves out the servers that did
-    not opt in."""
+    not opt in, and staging only then. The payload manifest is the payload
+    image's (test_image.py runs the step there); here the same component is
+    given on the command line, from a file beside the test."""
     plans = plans_of(rendered)
     server_plan, agent = plans["k3s-server"], plans["k3s-agent"]
     cluster = Cluster(tokens=("token-1",))
@@ -681,31 +714,47 @@ def test_the_agent_plans_own_prepare_step_waits_for_the_shipped_server_plan(pki,
     cluster.rbac = agent_prepare_rules()
     version = munge(agent["spec"]["version"])
     args = [arg.replace("$(SYSTEM_UPGRADE_PLAN_LATEST_VERSION)", version) for arg in agent["spec"]["prepare"]["args"]]
-    assert args[0] == "prepare"
+    assert args[:2] == ["stage", "--manifest=/payload/hoist.json"]
+    payload = tmp_path / "k3s"
+    payload.write_bytes(b"k3s " + version.encode() + b"\n")
+    (host_root / "usr/local/bin").mkdir(parents=True)
+    component = ["--component", "k3s", "--kind", "file", "--source", payload, "--destination", "/usr/local/bin/k3s",
+                 "--version-scheme", "k3s", "--version", version]
     with FakeApiServer(cluster, pki) as server:
         config = write_kubeconfig(tmp_path / "kc", server.url, pki["ca"], token="token-1", namespace=NAMESPACE)
         cluster.put_plan("k3s-server", SUC_NAMESPACE, server_plan["spec"])
         emulator = SucEmulator(cluster, "k3s-server", SUC_NAMESPACE, concurrency=server_plan["spec"]["concurrency"],
                                job_seconds=0.2).start(delay=0.5)
-        prepare = start_prepare(*args[1:], kubeconfig=config)
-        code = prepare.wait(timeout=60)
+        argv = [HOIST_BIN, "stage", "--host-root", host_root, *component, *args[2:], "--kubeconfig", config]
+        staging = Prepare(list(map(str, argv)), {"PATH": "/usr/bin:/bin", **SANITIZER_ENV})
+        code = staging.wait(timeout=60)
         emulator.join()
-    assert code == 0, prepare.stderr
+    assert code == 0, staging.stderr
     assert not [r for r in cluster.requests if r.get("status") == 403]
-    assert f"(timeout {option(args, '--timeout')} s, kubelet version {version})" in prepare.stderr
-    assert "plan 'k3s-server': 2/2 nodes done at hash" in prepare.stderr
+    assert f"(timeout {option(args, '--wait-timeout')} s, kubelet version {version})" in staging.stderr
+    assert "plan 'k3s-server': 2/2 nodes done at hash" in staging.stderr
     # s3 and s4 did not opt in: neither SUC nor prepare touched or waited for them.
     assert sorted(emulator.labeled_at) == ["s1", "s2"]
+    # Then staged, not switched: the upgrade container switches after the drain.
+    assert staging.exited_at >= max(emulator.labeled_at.values())
+    assert staging.stderr.index("plan 'k3s-server' is complete") < staging.stderr.index("gate: k3s: ")
+    state = state_of(host_root, "k3s")
+    assert state["staged"]["version"] == version.replace("-k3s", "+k3s")
+    assert not os.path.lexists(host_root / "usr/local/bin/k3s")
 
 
-def test_the_plans_upgrade_arguments_are_hoists(rendered, host_root):
+def test_the_plans_prepare_and_upgrade_arguments_are_hoists(rendered, host_root):
     # Every option a Plan passes parses: the run gets as far as reading the
-    # payload manifest, which only the payload image has.
+    # payload manifest, which only the payload image has (a stage step that
+    # waits for a Plan reads it first: bad input fails before the wait).
     for name, plan in plans_of(rendered).items():
-        result = run_hoist("--host-root", host_root, *plan["spec"]["upgrade"]["args"])
-        assert "Run 'hoist --help'" not in result.stderr, (name, result)
-        assert "/payload/hoist.json" in result.stderr, (name, result)
-        assert result.returncode == 2, (name, result)
+        for container in ("prepare", "upgrade"):
+            if container not in plan["spec"]:
+                continue
+            result = run_hoist("--host-root", host_root, *plan["spec"][container]["args"])
+            assert "Run 'hoist --help'" not in result.stderr, (name, container, result)
+            assert "/payload/hoist.json" in result.stderr, (name, container, result)
+            assert result.returncode == 2, (name, container, result)
 
 
 def test_every_plan_writes_metrics_for_node_exporters_textfile_collector(rendered):

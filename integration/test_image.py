@@ -2,7 +2,8 @@
 
 (a) as the upgrade container of a Plan, with what system-upgrade-controller's job.go gives a Job's container:
     its environment, the pod-info files, the Plan's secrets, the service account, the host at /host;
-(b) as the prepare container of a Plan, against the fake API server;
+(b) as the prepare container of a Plan (`hoist stage`, which first waits for the server Plan on agents), against
+    the fake API server;
 (c) by hand on a node: the README's `podman run --rm --privileged --pid=host --ipc=host --net=host -v /:/host` line;
 (d) for a rollback.
 
@@ -102,11 +103,6 @@ def image_name():
     checkout = REPO.resolve()
     slug = re.sub(r"[^a-z0-9]+", "-", checkout.name.lower()).strip("-")[:20] or "checkout"
     return f"localhost/hoist-{slug}-{hashlib.sha256(str(checkout).encode()).hexdigest()[:8]}"
-
-
-def shipped_image(image):
-    """The name the Plans of deploy/ give hoist's image, with the tag of `image`."""
-    return "localhost/hoist:" + image.rsplit(":", 1)[1]
 
 
 def image_of_binary(binary):
@@ -254,7 +250,8 @@ class Job:
     /run/system-upgrade/secrets/<name> (or its path), read-only; the service
     account; the env of every container (node, pod, the Plan's envs, then the
     Plan's name, latest hash and latest version, munged); the upgrade container
-    privileged with CAP_SYS_BOOT, the prepare container not."""
+    privileged with CAP_SYS_BOOT, the prepare container only as its Plan's
+    securityContext says."""
 
     def __init__(self, plan, host_root, work_dir, image_names, secrets=None, kubernetes=("10.43.0.1", 443),
                  service_account=None, extra_env=None):
@@ -346,6 +343,8 @@ class Job:
                 "--volume", f"{self.termination_log}:/dev/termination-log"]
         if container == "upgrade":
             argv += ["--privileged", "--cap-add", "SYS_BOOT"]
+        elif (self.plan["spec"][container].get("securityContext") or {}).get("privileged"):
+            argv += ["--privileged"]
         for mount, directory in self.secrets.items():
             argv += ["--volume", f"{directory}:{mount}:ro"]
         for key, value in self.env(container).items():
@@ -361,6 +360,18 @@ class Job:
 
     def run(self, container="upgrade", timeout=120):
         return self.start(container).wait(timeout)
+
+    def run_pod(self, timeout=120):
+        """The pod's containers that run hoist, in SUC's order: prepare when the Plan has one, then upgrade. As in
+        the pod, a container that fails ends it (SUC's cordon or drain between the two is not hoist's). Each
+        container's result, in order."""
+        results = []
+        for container in ("prepare", "upgrade"):
+            if container in self.plan["spec"]:
+                results.append(self.run(container, timeout))
+                if results[-1].returncode != 0:
+                    break
+        return results
 
 
 class Container:
@@ -539,9 +550,16 @@ def test_a_k3s_plan_job_upgrades_restarts_and_is_idempotent(plans, payloads, hos
     job = Job(plan, host_root, tmp_path / "job", names, secrets={"hoist-release-key": release_key},
               **in_cluster(server, pki, tmp_path / "sa"))
     assert job.image("upgrade") == image   # SUC's tag: the Plan's version, munged
+    assert job.image("prepare") == image
 
-    result = job.run(timeout=240)  # the unit check waits 30 s (--health-settle's default) after the restart
+    # The prepare container, before SUC cordons the node: decided, verified and staged; nothing switched.
+    staged, result = job.run_pod(timeout=240)  # the unit check waits 30 s (--health-settle's default)
+    assert staged.returncode == 0, staged
+    assert f"k3s: staged {K3S_V1} in " in staged.stderr
+    assert "k3s: verified /payload/k3s against /payload/SHA256SUMS (signed)" in staged.stderr
+    # Then the upgrade container switches to what was staged, without staging it again.
     assert result.returncode == 0, result
+    assert f"switching to {K3S_V1} as `hoist stage` staged it" in result.stderr
     assert "health: unit:k3s.service passed" in result.stderr
     assert f"health: node-ready passed: node '{NODE}' is Ready (kubelet {K3S_V1})" in result.stderr
     assert state_of(host_root, "k3s")["health"]["verdict"] == "passed"
@@ -555,12 +573,13 @@ def test_a_k3s_plan_job_upgrades_restarts_and_is_idempotent(plans, payloads, hos
     assert state["current"] == "v1.30.1+k3s1"
     assert state["last_result"]["outcome"] == "succeeded"
     assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"']
-    assert "k3s: verified /payload/k3s against /payload/SHA256SUMS (signed)" in result.stderr
+    assert state["staged"] is None
 
     # The pod again (a retry, or the Job's re-run after a reboot): nothing to do, no restart.
-    again = Job(plan, host_root, tmp_path / "job-again", names, secrets={"hoist-release-key": release_key},
-                **in_cluster(server, pki, tmp_path / "sa-again")).run()
-    assert again.returncode == 0, again
+    pod = Job(plan, host_root, tmp_path / "job-again", names, secrets={"hoist-release-key": release_key},
+              **in_cluster(server, pki, tmp_path / "sa-again")).run_pod()
+    assert [c.returncode for c in pod] == [0, 0], pod
+    assert f"gate: k3s: already at {K3S_V1}, nothing to do" in pod[0].stderr  # the prepare container
     assert len(systemd.called("RestartUnit")) == 1
     assert state_of(host_root, "k3s")["last_result"]["outcome"] == "unchanged"
 
@@ -575,7 +594,9 @@ def test_a_plan_whose_version_the_image_does_not_carry_is_refused(plans, payload
     before = manifest_without(host_root, "run/hoist")
     job = Job(with_version(plans["k3s-server"], "v1.30.3+k3s1"), host_root, tmp_path / "job",
               {"localhost/hoist-k3s": name})
-    result = job.run()
+    # Refused by the prepare container, before SUC cordons the node: the upgrade container never runs.
+    (result,) = job.run_pod()
+    assert result.argv[result.argv.index(job.image("prepare")) + 1] == "stage"
     assert result.returncode == 2, result
     assert "versions disagree for component 'k3s': 'v1.30.1+k3s1' from the payload's manifest but 'v1.30.3-k3s1' " \
            "from SYSTEM_UPGRADE_PLAN_LATEST_VERSION" in result.stderr
@@ -590,7 +611,8 @@ def test_a_k3s_plan_job_on_a_node_without_a_system_bus_changes_nothing(plans, pa
     image = payloads.get("k3s", K3S_V1)
     job = Job(plans["k3s-server"], host_root, tmp_path / "job", {"localhost/hoist-k3s": image.rsplit(":", 1)[0]},
               **in_cluster(server, pki, tmp_path / "sa"))
-    result = job.run(timeout=240)
+    staged, result = job.run_pod(timeout=240)  # staging needs no system bus: the prepare container stages
+    assert staged.returncode == 0, staged
     assert result.returncode == 1, result
     error = (f"k3s: cannot restart k3s.service after the switch to {K3S_V1}: failed to find the system bus socket "
              "'/host/run/dbus/system_bus_socket': No such file or directory")
@@ -621,7 +643,10 @@ def test_a_refused_downgrade_that_suc_retries_pod_after_pod_is_one_event_series(
     def run_pod(node, attempt, seconds_left):
         job = Job(plan, host_root, tmp_path / f"pod{attempt}", names,
                   **in_cluster(server, pki, tmp_path / f"sa{attempt}"))
-        pods.append(job.run(timeout=120))
+        containers = job.run_pod(timeout=120)
+        # Refused by the prepare container, before SUC drains the node: the upgrade container never runs.
+        assert len(containers) == 1, containers
+        pods.append(containers[-1])
         return pods[-1].returncode
 
     # Three pods: the first, then two retries, and the Job's backoff limit (2, SUC's code default) fails it.
@@ -633,9 +658,9 @@ def test_a_refused_downgrade_that_suc_retries_pod_after_pod_is_one_event_series(
         assert f"gate: {refusal}" in pod.stderr
     # One Event, counted three times; the refusal said once.
     events = [(e["reason"], e["note"], e.get("series", {}).get("count")) for e in cluster.events]
-    assert events == [("HoistUpgradeFailed", f"hoist upgrade: failed (exit 3): {refusal}", 3)]
+    assert events == [("HoistStageFailed", f"hoist stage: failed (exit 3): {refusal}", 3)]
     message = (tmp_path / "pod3" / "termination-log").read_text()
-    assert message == f"hoist upgrade: failed (exit 3): {refusal}\n"
+    assert message == f"hoist stage: failed (exit 3): {refusal}\n"
     assert not [r for r in cluster.requests if r.get("status") == 403]
     # SUC gave up: the Plan says why, as the agents' prepare reads it.
     complete = next(c for c in cluster.get(PLAN_API, "os-tree", NAMESPACE)["status"]["conditions"]
@@ -659,7 +684,7 @@ def test_a_payload_signed_by_another_key_is_refused_before_the_host_changes(plan
     job = Job(signed_variant(plans["k3s-server"]), host_root, tmp_path / "job",
               {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": {"release.pem": public}},
               **in_cluster(server, pki, tmp_path / "sa"))
-    result = job.run()
+    (result,) = job.run_pod()  # the prepare container refuses: the upgrade container never runs
     assert result.returncode == 5, result
     assert "signature of '/payload/SHA256SUMS' does not verify with public key " \
            "'/run/system-upgrade/secrets/hoist-release-key/release.pem'" in result.stderr
@@ -674,7 +699,12 @@ def test_a_tree_plan_job_reboots_and_its_rerun_after_the_boot_exits_0(plans, pay
     names = {"localhost/hoist-tree": image.rsplit(":", 1)[0]}
     plan = plans["os-tree"]
     set_boot_id(host_root, BOOT_ID_1)
-    pod = Job(plan, host_root, tmp_path / "job", names).start()
+    job = Job(plan, host_root, tmp_path / "job", names)
+    staged = job.run("prepare")  # before SUC drains the node
+    assert staged.returncode == 0, staged
+    assert f"os: staged {TREE_V1}" in staged.stderr
+    assert not os.path.lexists(host_root / "opt/hoist-os/current")
+    pod = job.start()
     # hoist switches, records the pending reboot, asks logind, and waits for the host to go down.
     logind.wait_for_call("RebootWithFlags", timeout=60)
     assert os.readlink(host_root / "opt/hoist-os/current") == TREE_V1
@@ -686,8 +716,9 @@ def test_a_tree_plan_job_reboots_and_its_rerun_after_the_boot_exits_0(plans, pay
     assert "stopped by SIGTERM while waiting for the reboot into" in pod.stderr
     # The node is back with a new boot id; SUC runs the Job's pod again.
     set_boot_id(host_root, BOOT_ID_2)
-    rerun = Job(plan, host_root, tmp_path / "job-after-boot", names).run()
-    assert rerun.returncode == 0, rerun
+    pod = Job(plan, host_root, tmp_path / "job-after-boot", names).run_pod()
+    assert [c.returncode for c in pod] == [0, 0], pod
+    rerun = pod[-1]
     assert f"os: the host rebooted into {TREE_V1} (boot id {BOOT_ID_1} → {BOOT_ID_2}): done, no second reboot" \
         in rerun.stderr
     assert len(logind.called("RebootWithFlags")) == 1
@@ -733,18 +764,28 @@ def test_a_sysext_for_another_os_is_refused(plans, payloads, host_root, tmp_path
 
 # ------------------------------------------------------------------ (b) the prepare container of a Plan
 
-def test_the_agent_plans_prepare_container_waits_for_the_server_plan(plans, hoist_image, cluster, server, pki,
-                                                                    host_root, tmp_path):
-    agent = plans["k3s-agent"]
-    assert agent["spec"]["prepare"]["image"] == shipped_image(hoist_image)  # scripts/image's tag, v<version>
+def agent_job(plans, payloads, host_root, tmp_path, server, account):
+    """The k3s agent Plan's Job on a node that get.k3s.io installed v1.29.5+k3s1 on, reaching the (fake) API
+    server as `account`."""
+    fake_k3s(host_root, tmp_path, "v1.29.5+k3s1")
+    image = payloads.get("k3s", K3S_V1)
+    return Job(plans["k3s-agent"], host_root, tmp_path / "job", {"localhost/hoist-k3s": image.rsplit(":", 1)[0]},
+               kubernetes=(server.host, server.port), service_account=account)
+
+
+def test_the_agent_plans_prepare_container_waits_for_the_server_plan_then_stages(plans, payloads, cluster, server,
+                                                                                 pki, host_root, tmp_path):
     account = make_service_account(tmp_path / "sa", pki["ca"], "token-1", "system-upgrade")
-    job = Job(agent, host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
-              kubernetes=(server.host, server.port), service_account=account)
-    assert job.args("prepare") == ["prepare", "k3s-server", "--node-version=v1.30.1-k3s1", "--timeout=1200"]
+    job = agent_job(plans, payloads, host_root, tmp_path, server, account)
+    # The payload image, SUC's tag appended, as for the upgrade container.
+    assert job.image("prepare") == job.image("upgrade") == payloads.get("k3s", K3S_V1)
+    assert job.args("prepare") == ["stage", "--manifest=/payload/hoist.json", "--wait-for-plan=k3s-server",
+                                   "--node-version=v1.30.1-k3s1", "--wait-timeout=1200", "--lock-timeout=60"]
     put_server_plan(cluster)
     pod = job.start("prepare")
     wait_for_watches(cluster, resource="nodes", timeout=60)
     assert pod.process.poll() is None, pod.wait()
+    assert not (host_root / "var/lib/hoist/k3s" / K3S_V1).exists()  # nothing staged while the servers are not done
     emulator = suc(cluster, concurrency=2, job_seconds=0.3).start()
     pod.wait(timeout=60)
     emulator.join()
@@ -754,16 +795,19 @@ def test_the_agent_plans_prepare_container_waits_for_the_server_plan(plans, hois
            "(timeout 1200 s, kubelet version v1.30.1-k3s1)" in pod.stderr
     assert "plan 'k3s-server' is complete" in pod.stderr
     assert "plan 'k3s-server': 3/3 nodes done at hash" in pod.stderr
+    # Then staged beside the installed k3s, which stays current until the upgrade container switches.
+    assert pod.stderr.index("plan 'k3s-server' is complete") < pod.stderr.index(f"k3s: staged {K3S_V1} in ")
+    assert state_of(host_root, "k3s")["staged"]["version"] == K3S_V1
+    assert not os.path.islink(host_root / "usr/local/bin/k3s")
     assert "token-1" not in pod.stderr + pod.stdout
     # In the pod's own identity: the service account's token, nothing else.
     assert {r["token"] for r in cluster.requests} == {"token-1"}
 
 
-def test_prepare_in_the_image_with_a_refused_token_fails_naming_the_request(plans, hoist_image, cluster, server, pki, host_root,
-                                                     tmp_path):
+def test_prepare_in_the_image_with_a_refused_token_fails_naming_the_request(plans, payloads, cluster, server, pki,
+                                                                             host_root, tmp_path):
     account = make_service_account(tmp_path / "sa", pki["ca"], SA_TOKEN, "system-upgrade")  # not the cluster's
-    job = Job(plans["k3s-agent"], host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
-              kubernetes=(server.host, server.port), service_account=account)
+    job = agent_job(plans, payloads, host_root, tmp_path, server, account)
     result = job.run("prepare", timeout=60)
     assert result.returncode == 1, result
     assert "failed to list plans.upgrade.cattle.io in namespace 'system-upgrade'" in result.stderr
@@ -771,14 +815,13 @@ def test_prepare_in_the_image_with_a_refused_token_fails_naming_the_request(plan
     assert SA_TOKEN not in result.stderr + result.stdout
 
 
-def test_the_agent_plans_prepare_container_fails_at_once_when_the_server_plan_failed(plans, hoist_image, cluster,
+def test_the_agent_plans_prepare_container_fails_at_once_when_the_server_plan_failed(plans, payloads, cluster,
                                                                                      server, pki, host_root,
                                                                                      tmp_path):
     # It waited out its whole --timeout=1200 after SUC had given up on the server Plan, said only "nodes not done",
     # and wrote no termination message; SUC then started a second pod that waited again.
     account = make_service_account(tmp_path / "sa", pki["ca"], "token-1", "system-upgrade")
-    job = Job(plans["k3s-agent"], host_root, tmp_path / "job", {"localhost/hoist": hoist_image.rsplit(":", 1)[0]},
-              kubernetes=(server.host, server.port), service_account=account)
+    job = agent_job(plans, payloads, host_root, tmp_path, server, account)
     put_server_plan(cluster)
     pod = job.start("prepare")
     wait_for_watches(cluster, resource="plans", timeout=60)
@@ -794,7 +837,8 @@ def test_the_agent_plans_prepare_container_fails_at_once_when_the_server_plan_fa
              f"system-upgrade/{job_name} failed on Node s1: DeadlineExceeded: Job was active longer than specified "
              "deadline")
     assert error in pod.stderr
-    assert job.termination_log.read_text() == f"hoist prepare: failed (exit 1): {error}\n"
+    assert job.termination_log.read_text() == f"hoist stage: failed (exit 1): {error}\n"
+    assert not (host_root / "var/lib/hoist/k3s" / K3S_V1).exists()  # nothing staged
 
 
 def test_prepare_by_hand_with_a_kubeconfig_naming_the_server_by_host_name(hoist_image, cluster, server, pki,
@@ -868,8 +912,8 @@ def test_rollback_of_a_k3s_plan_through_the_image_restarts_k3s(plans, payloads, 
         job = Job(with_version(plan, version), host_root, tmp_path / f"job{index}",
                   {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key},
                   **in_cluster(server, pki, tmp_path / f"sa{index}"))
-        result = job.run(timeout=240)  # the unit check waits 30 s after the restart
-        assert result.returncode == 0, result
+        pod = job.run_pod(timeout=240)  # the unit check waits 30 s after the restart
+        assert [c.returncode for c in pod] == [0, 0], pod
     assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V2}/k3s"
     # The README's one-off rollback Plan: hoist's own image, tagged, no payload.
     rollback_plan = {"metadata": {"name": "k3s-rollback", "namespace": "system-upgrade"},
@@ -885,11 +929,11 @@ def test_rollback_of_a_k3s_plan_through_the_image_restarts_k3s(plans, payloads, 
     assert b"k3s version v1.30.1+k3s1" in host_read(host_root, "/usr/local/bin/k3s")
     assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"'] * 3
     # The v2 Plan's Job, run again after the rollback (a retry): v2 is quarantined, so the rollback sticks
-    # (exit 3, k3s stays on v1, no restart).
+    # (exit 3 from the prepare container, before any cordon; k3s stays on v1, no restart).
     image = payloads.get("k3s", K3S_V2, signed=True)
-    again = Job(with_version(plan, K3S_V2), host_root, tmp_path / "job-again",
-                {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key},
-                **in_cluster(server, pki, tmp_path / "sa-again")).run()
+    (again,) = Job(with_version(plan, K3S_V2), host_root, tmp_path / "job-again",
+                   {"localhost/hoist-k3s": image.rsplit(":", 1)[0]}, secrets={"hoist-release-key": release_key},
+                   **in_cluster(server, pki, tmp_path / "sa-again")).run_pod()
     assert again.returncode == 3, again
     assert f"refusing {K3S_V2}: it is quarantined since" in again.stderr
     assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V1}/k3s"

@@ -114,9 +114,13 @@ def test_the_k3s_server_plan_upgrades_through_a_real_job_and_suc_labels_and_unco
     spec = job["spec"]["template"]["spec"]
     assert spec["hostPID"] and spec["hostIPC"] and spec["hostNetwork"]
     assert spec["serviceAccountName"] == "hoist-k3s-server"
-    assert [c["name"] for c in spec["initContainers"]] == ["cordon"]
-    assert spec["initContainers"][0]["args"] == ["cordon", node]
+    # hoist stage before SUC's cordon, from the payload image with the same tag as the upgrade container's.
+    assert [c["name"] for c in spec["initContainers"]] == ["prepare", "cordon"]
+    assert spec["initContainers"][0]["args"][0] == "stage"
+    assert spec["initContainers"][0]["securityContext"] == {"privileged": True}
+    assert spec["initContainers"][1]["args"] == ["cordon", node]
     assert spec["containers"][0]["image"].endswith(":" + munge(K3S_NEW))
+    assert spec["initContainers"][0]["image"] == spec["containers"][0]["image"]
     # The Plan's own deadline (deploy/k3s: the snapshot and the restore counted in it), SUC's backoff limit.
     assert job["spec"]["backoffLimit"] == 99
     assert job["spec"]["activeDeadlineSeconds"] == plan["spec"]["jobActiveDeadlineSecs"] == 1800
@@ -124,7 +128,11 @@ def test_the_k3s_server_plan_upgrades_through_a_real_job_and_suc_labels_and_unco
 
     pod = pods_of(cluster, job["metadata"]["name"])[-1]
     assert pod["spec"]["nodeName"] == node
+    staged = container_log(cluster, pod, "prepare")
+    assert f"k3s: staged {K3S_NEW} in " in staged, staged
+    assert termination_message(pod, "prepare").startswith("hoist stage: succeeded\n")
     log = container_log(cluster, pod)
+    assert f"switching to {K3S_NEW} as `hoist stage` staged it" in log, log
     assert f"health: node-ready passed: node '{node}' is Ready (kubelet {KUBELET})" in log, log
     assert "health: unit:k3s.service passed" in log, log
     # The termination message, as the kubelet read it from /dev/termination-log and the API server keeps it.
@@ -144,7 +152,8 @@ def test_the_k3s_server_plan_upgrades_through_a_real_job_and_suc_labels_and_unco
             "conditions", [])), 60)
     # hoist's Event about the node, through the real API and under the shipped roles (no request of hoist's was
     # refused): what `kubectl describe node` lists.
-    assert "could not post event" not in log, log
+    assert "could not post event" not in log + staged, log + staged
+    assert node_events(cluster, node, "HoistStaged")
     [event] = node_events(cluster, node, "HoistUpgraded")
     assert event["type"] == "Normal" and event["reportingComponent"] == "hoist", event
     assert event["message"] == (f"hoist upgrade: succeeded; k3s: {K3S_OLD} (what '/usr/local/bin/k3s --version' "
@@ -226,10 +235,10 @@ def test_the_agent_plans_prepare_waits_for_the_server_plan_through_the_real_api(
         def change(docs):
             for plan in ("k3s-server", "k3s-agent"):
                 plan_of(docs, plan)["spec"]["version"] = K3S_NEW
-        # deploy/k3s as shipped: the agent Plan's prepare step is hoist's image (localhost/hoist:v<version>).
+        # deploy/k3s as shipped: the agent Plan's prepare step is `hoist stage --wait-for-plan` in the payload image.
         result, docs = apply_overlay(cluster, tmp_path, "k3s", image_names(hoist_images, k3s=image), change)
         apply_ok(result)
-        assert plan_of(docs, "k3s-agent")["spec"]["prepare"]["image"] == hoist_images["hoist"]
+        assert plan_of(docs, "k3s-agent")["spec"]["prepare"]["image"] == image.rsplit(":", 1)[0]
         agent_job = wait_job_created("k3s-agent")
         server_job = wait_for_job(cluster, "k3s-server", 300, suc=suc)
         done = wait_for_job(cluster, "k3s-agent", 300, suc=suc)
@@ -240,6 +249,8 @@ def test_the_agent_plans_prepare_waits_for_the_server_plan_through_the_real_api(
         assert prepare["state"]["terminated"]["finishedAt"] >= server_job["status"]["completionTime"]
         log = container_log(cluster, pod, "prepare")
         assert "plan 'k3s-server' is complete" in log, log
+        # The wait, then the staging, in the one prepare container, before the drain.
+        assert log.index("plan 'k3s-server' is complete") < log.index(f"k3s: staged {K3S_NEW} in "), log
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["prepare", "drain"]
         assert pod["spec"]["nodeName"] == agent
         assert os.readlink(suc.host_root(agent) / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_NEW}/k3s"
@@ -535,7 +546,7 @@ def test_the_agent_plans_prepare_fails_at_once_with_sucs_message_when_the_server
              f"{NAMESPACE}/{failed['metadata']['name']} failed on Node {server}: BackoffLimitExceeded: Job has "
              "reached the specified backoff limit")
     assert error in log, log
-    assert terminated["message"] == f"hoist prepare: failed (exit 1): {error}\n", terminated
+    assert terminated["message"] == f"hoist stage: failed (exit 1): {error}\n", terminated
     # At once: when SUC wrote the failure to the Plan, not after --timeout=1200.
     complete = wait_for_plan_failed(cluster, "k3s-server", suc=suc)
     assert at(terminated["finishedAt"]) - at(complete["lastUpdateTime"]) < 60, (terminated, complete)
@@ -546,10 +557,11 @@ def test_the_agent_plans_prepare_fails_at_once_with_sucs_message_when_the_server
 # ------------------------------------------------------------------ issue 28, 5 and 6: a refusal that SUC retries
 
 @pytest.mark.parametrize("suc_settings", [{"backoff_limit": 2}], ids=["backoff-limit-2"])
-def test_a_refused_downgrade_retried_pod_after_pod_is_one_event_series_said_once_and_leaves_the_node_cordoned(
+def test_a_refused_downgrade_retried_pod_after_pod_is_one_event_series_said_once_and_never_cordons_the_node(
         real_cluster, suc, bus, payloads, hoist_images, tmp_path):
     # SUC retries a failed pod until the backoff limit (99 in its manifests; 2 here, job.go's own default) or the
-    # deadline: each refusal was a new Warning Event, and its termination message said the refusal twice.
+    # deadline: each refusal was a new Warning Event, and its termination message said the refusal twice. And the
+    # refusal came in the upgrade container, after SUC's cordon: a failed Job left the node cordoned (issue 30).
     cluster, node = real_cluster, real_cluster.server_node
     systemd = bus.start("systemd_manager")
     root = suc.host_root(node)
@@ -561,19 +573,22 @@ def test_a_refused_downgrade_retried_pod_after_pod_is_one_event_series_said_once
     refusal = (f"k3s: refusing to downgrade from {K3S_NEWER} (what '/usr/local/bin/k3s --version' says) to {K3S_NEW} "
                "(--allow-downgrade allows it)")
     for pod in pods:
-        upgrade = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "upgrade")
-        assert upgrade["state"]["terminated"]["exitCode"] == 3, upgrade
+        # Refused by the prepare container: SUC's cordon and the upgrade container never ran.
+        statuses = {s["name"]: s["state"] for s in pod["status"]["initContainerStatuses"]}
+        assert statuses["prepare"]["terminated"]["exitCode"] == 3, statuses
+        assert "terminated" not in statuses["cordon"] and "running" not in statuses["cordon"], statuses
+        assert all("terminated" not in s["state"] and "running" not in s["state"]
+                   for s in pod["status"]["containerStatuses"]), pod["status"]
         # The refusal, said once.
-        assert termination_message(pod) == f"hoist upgrade: failed (exit 3): {refusal}\n"
+        assert termination_message(pod, "prepare") == f"hoist stage: failed (exit 3): {refusal}\n"
     # One Event for the three pods: the same refusal for the same Plan hash is counted, not posted again.
     [event] = [e for e in node_events(cluster, node) if e.get("reportingComponent") == "hoist"]
-    assert (event["reason"], event["type"]) == ("HoistUpgradeFailed", "Warning"), event
-    assert event["message"] == f"hoist upgrade: failed (exit 3): {refusal}", event
+    assert (event["reason"], event["type"]) == ("HoistStageFailed", "Warning"), event
+    assert event["message"] == f"hoist stage: failed (exit 3): {refusal}", event
     assert event["series"]["count"] == 3, event
-    # SUC's side: the cordon came before the refusal, and a failed Job leaves the node cordoned; the Plan says
-    # why the Job failed.
-    assert get_node(cluster, node)["spec"].get("unschedulable") is True
+    # SUC's side: the Plan says why the Job failed, and the node was never cordoned.
     complete = wait_for_plan_failed(cluster, "k3s-server", suc=suc)
+    assert not get_node(cluster, node)["spec"].get("unschedulable")
     assert complete["message"].endswith(f"failed on Node {node}: BackoffLimitExceeded: Job has reached the "
                                         "specified backoff limit"), complete
     assert (root / "usr/local/bin/k3s").read_bytes() == installed

@@ -1,7 +1,8 @@
 """Two-phase upgrades through the static binary: `hoist stage` decides, verifies and stages before the drain (a
 Plan's prepare step), `hoist upgrade` then only switches. What stage refuses, it refuses as the upgrade would,
 before anything is staged; what it stages is host state that status, the dry run, the retention and the next
-stage all see. The image tests (test_image_two_phase.py) run the same as SUC's Job shape runs them."""
+stage all see. test_image.py runs the shipped Plans' prepare and upgrade containers as SUC's Job shape runs them, and
+test_real_cluster.py as real Jobs."""
 
 import json
 import os
