@@ -169,7 +169,7 @@ TEST_CASE("a final failure ends the checks at once, before the timeout, and name
   CHECK(verdict.detail == "/etc/extensions/x is not merged");
 }
 
-TEST_CASE("a passing sysext look passes; without a probe it cannot", "[health_check]") {
+TEST_CASE("a passing sysext look passes, and without a probe it cannot", "[health_check]") {
   hoist::HealthProbes probes;
   const HealthCheck check = hoist::sysext_merge_check("/etc/extensions/x");
   CHECK_FALSE(hoist::look_at(check, probes, std::chrono::seconds(0)).passed);

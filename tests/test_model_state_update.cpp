@@ -153,7 +153,8 @@ TEST_CASE("a sync walks back to its one backup only when it is older and not qua
                     "2.0.0, which is not older than 1.0.0 (--to 2.0.0 restores it)");
 }
 
-TEST_CASE("a switch the host shows passes on what its intent owes; one it does not show is dropped", "[state_update]") {
+TEST_CASE("a switch the host shows passes on what its intent owes, and one it does not show is dropped",
+          "[state_update]") {
   using hoist::reconcile_with_host;
   using hoist::Reconciled;
   const hoist::SwitchIntent intent{"1.1.0", "2026-11-01T00:00:00Z", {"k3s.service"}, {"unit:k3s"}};
@@ -216,7 +217,7 @@ TEST_CASE("a component installed as another kind or at another destination is re
                     "'/opt/app' (use another component name)");
 }
 
-TEST_CASE("a switch back with a reason is recorded for it; a plain rollback as a rollback", "[state_update]") {
+TEST_CASE("a switch back with a reason is recorded for it, and a plain rollback as a rollback", "[state_update]") {
   auto state = with_versions({"1.0.0", "2.0.0"}, "2.0.0", "1.0.0");
   state.owed_health_checks = {"unit:k3s"};
   state.last_result = hoist::LastResult{"upgrade", "rolled-back", "2.0.0", "2026-11-25T00:00:00Z", "why; back"};

@@ -42,7 +42,7 @@ TEST_CASE("the gate installs when nothing is installed or the target is newer", 
   CHECK(upgrade.changes_host());
 }
 
-TEST_CASE("the same version, intact, is nothing to do; damaged, it is repaired", "[gate]") {
+TEST_CASE("the same version is nothing to do when intact and is repaired when damaged", "[gate]") {
   auto same = decide_gate("k3s", k3s("v1.30.1-k3s1"), Integrity::intact, k3s("v1.30.1+k3s1"), AllowDowngrade::no);
   CHECK(same.decision == GateDecision::unchanged);
   CHECK(same.message == "k3s: already at v1.30.1+k3s1, nothing to do");
@@ -145,7 +145,7 @@ TEST_CASE("the installed-version source takes exec:ARGS or node and nothing else
                     "invalid installed-version source 'exec:--version\\n': it contains control characters");
 }
 
-TEST_CASE("a component with its own version takes only the payload's; the release's must agree", "[version]") {
+TEST_CASE("a component with its own version takes only the payload's, and the release's must agree", "[version]") {
   hoist::ComponentSpec own;
   own.name = "config";
   own.payload_version = "7";

@@ -259,7 +259,8 @@ TEST_CASE("stage puts the new version beside the old one and leaves the link and
   CHECK(run.works()[0].stats.files_unchanged == 3);
 }
 
-TEST_CASE("switch saves the intent first, then moves the link by a rename; the record is still to come", "[upgrade]") {
+TEST_CASE("switch saves the intent first, then moves the link by a rename, and the record is still to come",
+          "[upgrade]") {
   Host h;
   h.install("1.0.0", "one\n");
   h.options.health.checks.push_back(hoist::parse_health_check("exec:/bin/true"));
@@ -555,7 +556,7 @@ TEST_CASE("stage refuses a destination the switch could not take, before it stag
   CHECK_FALSE(h.state().staged.has_value());
 }
 
-TEST_CASE("staging another version removes the one staged before; a kept version is never removed",
+TEST_CASE("staging another version removes the one staged before, and a kept version is never removed",
           "[upgrade][stage]") {
   Host h;
   h.install("1.0.0", "one\n");

@@ -167,7 +167,7 @@ TEST_CASE("a dry sync changes nothing and counts exactly what the real one does"
   CHECK(planned.bytes_written == 0);
 }
 
-TEST_CASE("host entries named like temporaries are synced like any other; deletions come after every update",
+TEST_CASE("host entries named like temporaries are synced like any other, and deletions come after every update",
           "[sync]") {
   ScopedTempDir tmp;
   make_versions(tmp / "v1", tmp / "v2");

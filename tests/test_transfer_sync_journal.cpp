@@ -78,7 +78,7 @@ TEST_CASE("a malformed journal record is refused", "[sync]") {
   CHECK(decode_sync_record("D -1 0 x"));
 }
 
-TEST_CASE("a journal is split at each NUL; a last record cut short by a kill is left out", "[sync]") {
+TEST_CASE("a journal is split at each NUL, and a last record cut short by a kill is left out", "[sync]") {
   const std::string journal("A a\0K  b\0D 1 2 \0A cut", 21);
   const auto records = split_sync_journal(journal);
   REQUIRE(records.size() == 3);
@@ -98,7 +98,7 @@ TEST_CASE("the tag of a sync's temporaries is a record of its own, letters and d
   }
 }
 
-TEST_CASE("a temporary name carries its tag; a host name with the prefix alone is not one", "[sync]") {
+TEST_CASE("a temporary name carries its tag, and a host name with the prefix alone is not one", "[sync]") {
   const std::string tag = hoist::random_token(16);
   CHECK(tag.size() == 16);
   CHECK(tag != hoist::random_token(16));

@@ -49,7 +49,7 @@ TEST_CASE("escaped() writes control characters and the backslash as escapes, val
   }
 }
 
-TEST_CASE("a hex digit's value, in either case; -1 for anything else", "[text]") {
+TEST_CASE("a hex digit's value in either case, and -1 for anything else", "[text]") {
   CHECK(hoist::hex_digit_value('0') == 0);
   CHECK(hoist::hex_digit_value('9') == 9);
   CHECK(hoist::hex_digit_value('a') == 10);
