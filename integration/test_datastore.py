@@ -319,6 +319,7 @@ ETCD_STANDIN = r'''#!/bin/sh
 # into the member's data directory, and `server --check` plays the server's start on the datastore.
 VERSION=@VERSION@
 export ETCDCTL_API=3
+@ETCDCTL_ENV@
 ENDPOINT=@ENDPOINT@
 PEER=@PEER@
 DATA=/var/lib/rancher/k3s
@@ -415,7 +416,8 @@ def etcd_standin(tmp_path, version, etcd, broken=False):
     directory.mkdir(exist_ok=True)
     path = directory / "k3s"
     path.write_text(ETCD_STANDIN.replace("@VERSION@", version).replace("@BROKEN@", "1" if broken else "0")
-                    .replace("@ENDPOINT@", etcd.client).replace("@PEER@", etcd.peer))
+                    .replace("@ENDPOINT@", etcd.client).replace("@PEER@", etcd.peer)
+                    .replace("@ETCDCTL_ENV@", getattr(etcd, "standin_env", "")))
     path.chmod(0o755)
     return path
 
@@ -461,8 +463,11 @@ def test_an_etcd_server_is_snapshotted_by_etcd_snapshot_save_and_kept_when_hoist
                                        env={**os.environ, "ETCDCTL_API": "3"}, capture_output=True, text=True,
                                        check=True).stdout)
     assert status["totalKey"] >= 101 and status["hash"] != 0
-    # V3 marked the datastore and failed. hoist cannot count etcd's members, and a restore on one of several would
-    # split the cluster: it keeps V3 and names the snapshot and the whole cluster's steps.
+    # V3 marked the datastore and failed. hoist cannot count etcd's members (this etcd has no TLS, and k3s's client
+    # certificate is not there), and a restore on one of several would split the cluster: it keeps V3 and names the
+    # snapshot and the whole cluster's steps.
+    assert "k3s.service: cannot list etcd's members, so their number is unknown: " in result.stderr
+    assert "etcd_members" not in snapshot
     assert etcd.get("hoist/mark") == V3
     assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
     assert ("hoist cannot tell how many members etcd has, and a restore on one of several would split the cluster "
@@ -509,6 +514,203 @@ def test_an_etcd_that_cannot_be_snapshotted_fails_the_upgrade_before_the_switch(
     assert state["current"] == V1 and state["last_result"]["outcome"] == "failed"
     assert not state.get("datastore_snapshots")
     assert [c.split(" ")[0] for c in systemd.calls() if c.startswith(("StopUnit", "RestartUnit"))] == ["RestartUnit"]
+
+# ---- embedded etcd with TLS, as k3s runs it: hoist counts its members (docs/datastore.md) ----
+
+TLS_DIR = "var/lib/rancher/k3s/server/tls/etcd"
+
+
+def etcd_pki(directory):
+    """etcd's certificates where k3s keeps them (<data-dir>/server/tls/etcd): server-ca.crt, the etcd server's
+    server-client.crt for 127.0.0.1, and client.crt, the one k3s's own etcd clients use."""
+    directory.mkdir(parents=True)
+
+    def openssl(*args):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    openssl("req", "-x509", *key, "-keyout", directory / "server-ca.key", "-out", directory / "server-ca.crt",
+            "-days", "2", "-subj", "/CN=etcd-server-ca")
+    for name, extensions in (("server-client", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                               "extendedKeyUsage=serverAuth,clientAuth\n"),
+                             ("client", "extendedKeyUsage=clientAuth\n")):
+        (directory / f"{name}.ext").write_text(extensions)
+        openssl("req", *key, "-keyout", directory / f"{name}.key", "-out", directory / f"{name}.csr", "-subj",
+                f"/CN=etcd-{name}")
+        openssl("x509", "-req", "-in", directory / f"{name}.csr", "-CA", directory / "server-ca.crt", "-CAkey",
+                directory / "server-ca.key", "-CAcreateserial", "-out", directory / f"{name}.crt", "-days", "2",
+                "-extfile", directory / f"{name}.ext")
+
+
+class TlsEtcd:
+    """Debian's etcd as a k3s server's embedded etcd, as k3s runs it: TLS with client certificates (etcd_pki()),
+    `size` members, the first one this server's, with k3s's data directory in the host root and its client URL
+    https://127.0.0.1:2379, where k3s's etcd listens and hoist asks. That port is the machine's, so the members and
+    every process that talks to them run in a network namespace of their own (`ip netns`, entered with nsenter)."""
+
+    def __init__(self, host_root, tmp_path, size):
+        self.namespace = f"hoist-etcd-{os.getpid()}-{size}"
+        subprocess.run(["ip", "netns", "add", self.namespace], check=True)
+        self.enter = ("nsenter", f"--net=/run/netns/{self.namespace}")
+        subprocess.run([*self.enter, "ip", "link", "set", "lo", "up"], check=True)
+        self.tls = host_root / TLS_DIR
+        etcd_pki(self.tls)
+        self.client = "https://127.0.0.1:2379"
+        self.peer = "http://127.0.0.1:2380"
+        self.standin_env = (f"export ETCDCTL_CACERT=/{TLS_DIR}/server-ca.crt ETCDCTL_CERT=/{TLS_DIR}/client.crt "
+                            f"ETCDCTL_KEY=/{TLS_DIR}/client.key")
+        self.members = [("node1", host_root / ETCD_DIR, 2379, 2380)]
+        self.members += [(f"node{n}", tmp_path / f"etcd-node{n}", 2379 + 10 * n, 2380 + 10 * n)
+                         for n in range(2, size + 1)]
+        self.initial = ",".join(f"{name}=http://127.0.0.1:{peer}" for name, _, _, peer in self.members)
+        self.pidfiles = [tmp_path / f"etcd-{name}.pid" for name, _, _, _ in self.members]
+        self.pidfile = self.pidfiles[0]
+
+    def argv(self, index):
+        name, data, client, peer = self.members[index]
+        return [*self.enter, "etcd", "--name", name, "--data-dir", str(data),
+                "--listen-client-urls", f"https://127.0.0.1:{client}",
+                "--advertise-client-urls", f"https://127.0.0.1:{client}",
+                "--cert-file", str(self.tls / "server-client.crt"), "--key-file", str(self.tls / "server-client.key"),
+                "--client-cert-auth", "--trusted-ca-file", str(self.tls / "server-ca.crt"),
+                "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer}", "--initial-cluster", self.initial]
+
+    def start(self):
+        for index, pidfile in enumerate(self.pidfiles):
+            with open(str(pidfile) + ".log", "ab") as log:
+                process = subprocess.Popen(self.argv(index), stdout=log, stderr=log, start_new_session=True)
+            # Reaped when it ends (the systemd double's StopUnit ends the first), so that its pid stops answering.
+            threading.Thread(target=process.wait, daemon=True).start()
+            pidfile.write_text(str(process.pid))
+        deadline = time.monotonic() + 60
+        while self.ctl("endpoint", "health", check=False).returncode != 0:
+            assert time.monotonic() < deadline, "etcd did not become healthy: " + \
+                Path(str(self.pidfile) + ".log").read_text()[-2000:]
+            time.sleep(0.2)
+
+    def stop(self):
+        for pidfile in self.pidfiles:
+            try:
+                pid = int(pidfile.read_text())
+                os.kill(pid, 15)
+                for _ in range(200):
+                    os.kill(pid, 0)
+                    time.sleep(0.05)
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                pass
+
+    def close(self):
+        self.stop()
+        subprocess.run(["ip", "netns", "delete", self.namespace], check=False)
+
+    def ctl(self, *args, check=True):
+        return subprocess.run([*self.enter, "etcdctl", "--endpoints", self.client, "--cacert",
+                               str(self.tls / "server-ca.crt"), "--cert", str(self.tls / "client.crt"), "--key",
+                               str(self.tls / "client.key"), *args], env={**os.environ, "ETCDCTL_API": "3"},
+                              capture_output=True, text=True, check=check)
+
+    def get(self, key):
+        return self.ctl("get", key, "--print-value-only").stdout.strip()
+
+    def count(self, prefix):
+        return len([key for key in self.ctl("get", prefix, "--prefix", "--keys-only").stdout.splitlines() if key])
+
+    def hoist(self, *args, env=None, check=None):
+        return run_hoist(*args, env=env, check=check, wrapper=self.enter, timeout=180)
+
+
+@pytest.fixture
+def tls_etcd(server_root, tmp_path, request):
+    """server_root with a k3s server on embedded etcd with TLS; request.param members, started."""
+    for tool in ("etcd", "etcdctl", "openssl", "ip", "nsenter"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool} (scripts/apt-packages)")
+    shutil.rmtree(server_root / "var/lib/rancher/k3s/server/db")
+    config = server_root / "etc/rancher/k3s/config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("cluster-init: true\n")
+    etcd = TlsEtcd(server_root, tmp_path, request.param)
+    try:
+        etcd.start()
+        yield etcd
+    finally:
+        etcd.close()
+
+
+def k3s_upgrade(etcd, server_root, source, version, *extra, env=None, check=None):
+    return etcd.hoist("upgrade", "--host-root", server_root, "--lock-timeout", "5", *k3s_args(source, version, *extra),
+                      env=env, check=check)
+
+
+def v1_on_etcd(etcd, server_root, tmp_path, system_bus):
+    """systemd's double for k3s.service, whose stop ends the server's etcd and whose start starts it again, as the
+    server's embedded etcd does; then V1 installed on the server. Returns the double."""
+    systemd = system_bus.start("systemd_manager", stop_kills={"k3s.service": str(etcd.pidfile)},
+                               start_runs={"k3s.service": etcd.argv(0)})
+    k3s_upgrade(etcd, server_root, etcd_standin(tmp_path, V1, etcd), V1, *CHECK, env=system_bus.env(), check=0)
+    return systemd
+
+
+# The checks once more after a restore: etcd starts again first.
+RESTORE_CHECK = ("--health-check", "exec:/usr/local/bin/k3s server --check", "--health-settle", "0",
+                 "--health-timeout", "30")
+
+
+@pytest.mark.parametrize("tls_etcd", [1], indirect=True, ids=["one-member"])
+def test_a_failed_minor_upgrade_of_a_single_etcd_member_is_restored_by_cluster_reset_and_switched_back(
+        server_root, tls_etcd, tmp_path, system_bus):
+    etcd = tls_etcd
+    systemd = v1_on_etcd(etcd, server_root, tmp_path, system_bus)
+    for n in range(100):
+        etcd.ctl("put", f"/registry/{n}", "x" * 512)
+    result = k3s_upgrade(etcd, server_root, etcd_standin(tmp_path, V3, etcd, broken=True), V3, *RESTORE_CHECK,
+                         env=system_bus.env(), check=1)
+    # Counted through etcd's API with k3s's own client certificate, before the snapshot, V1 running.
+    assert ("k3s.service: etcd has 1 member(s): node1 (listed by https://127.0.0.1:2379 with "
+            "/var/lib/rancher/k3s/server/tls/etcd/client.crt)") in result.stderr
+    [snapshot] = state_of(server_root, "k3s")["datastore_snapshots"]
+    assert snapshot["kind"] == "etcd" and snapshot["etcd_members"] == 1
+    # V3 marked the datastore and failed its checks: etcd reset to V1's snapshot by V1's binary, then switched back.
+    reset = f"/var/lib/hoist/k3s/{V1}/k3s server --cluster-reset --cluster-reset-restore-path={snapshot['path']}"
+    assert reset in result.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+    assert etcd.get("hoist/mark") == V1
+    assert etcd.count("/registry/") == 100
+    state = state_of(server_root, "k3s")
+    assert state["current"] == V1 and state.get("kept_for_datastore") is None
+    # The restart onto V3; then, after its failed checks, the server stopped for the reset and started on V1.
+    assert [c for c in systemd.calls() if c.startswith(("StopUnit", "StartUnit", "RestartUnit"))] == \
+        ['RestartUnit "k3s.service" "replace"'] * 2 + ['StopUnit "k3s.service" "replace"',
+                                                        'RestartUnit "k3s.service" "replace"']
+
+
+@pytest.mark.parametrize("tls_etcd", [3], indirect=True, ids=["three-members"])
+def test_a_failed_minor_upgrade_of_one_of_three_etcd_members_is_kept_with_the_whole_clusters_steps(
+        server_root, tls_etcd, tmp_path, system_bus):
+    etcd = tls_etcd
+    systemd = v1_on_etcd(etcd, server_root, tmp_path, system_bus)
+    result = k3s_upgrade(etcd, server_root, etcd_standin(tmp_path, V3, etcd, broken=True), V3, *CHECK,
+                         env=system_bus.env(), check=1)
+    listed = re.search(r"k3s\.service: etcd has 3 member\(s\): (.*) \(listed by https://127\.0\.0\.1:2379 with "
+                       r"/var/lib/rancher/k3s/server/tls/etcd/client\.crt\)", result.stderr)
+    assert listed and sorted(listed[1].split(", ")) == ["node1", "node2", "node3"], result.stderr
+    [snapshot] = state_of(server_root, "k3s")["datastore_snapshots"]
+    assert snapshot["etcd_members"] == 3
+    # A restore here alone would split the cluster: V3 is kept, the snapshot and every server's steps named.
+    assert (f"etcd has 3 members, and restoring it takes every server (etcd: /var/lib/rancher/k3s/server/db/etcd); "
+            f"the snapshot {snapshot['path']} holds {V1}'s datastore") in result.stderr
+    assert "etcd has other members, so every server takes part: stop k3s.service on every server" in result.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
+    state = state_of(server_root, "k3s")
+    assert state["kept_for_datastore"]["version"] == V3
+    assert "StopUnit" not in [c.split(" ")[0] for c in systemd.calls()]
+    assert etcd.get("hoist/mark") == V3
+    # rollback --restore-snapshot refuses what one node cannot do, saying why.
+    refused = etcd.hoist("rollback", "--host-root", server_root, "--component", "k3s", "--to", V1,
+                         "--restore-snapshot", "--restart", "k3s", env=system_bus.env(), check=2)
+    assert "--restore-snapshot: etcd has 3 members, and restoring it takes every server" in refused.stderr
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
+
 
 # ---- SIGKILL at every rename of a server's upgrade: the snapshot, the switch, the restore, the switch back ----
 

@@ -16,6 +16,10 @@ Parameters (JSON, dbusmock -p):
   active_since:    {unit: s}            units active before any job, entered that many seconds ago (a boot)
   stop_kills:      {unit: pidfile}      StopUnit sends SIGTERM to the pid in that file and waits for it to end (the
                                         process that stands in for the unit: a k3s server's datastore writer)
+  start_runs:      {unit: argv}         StartUnit and RestartUnit start argv (detached, output to the pidfile's
+                                        name + ".log") when the process of the unit's stop_kills pidfile is not
+                                        running, and write its pid there: a k3s server's embedded etcd, back after
+                                        a stop
   sysext_root:     DIR                  the host root (the harness passes it): a job of systemd-sysext.service
                                         refreshes the extensions linked there (see refresh_sysext)
 
@@ -32,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import dbus
@@ -60,6 +65,7 @@ def load(mock, parameters):
     mock.sick_jobs = parameters.get('sick_jobs')
     mock.sysext_root = parameters.get('sysext_root')
     mock.stop_kills = dict(parameters.get('stop_kills', {}))
+    mock.start_runs = dict(parameters.get('start_runs', {}))
     mock.sysext_merged = []
     mock.jobs_of = {}
     mock.AddProperties(MAIN_IFACE, {'Version': 'v252'})
@@ -233,8 +239,28 @@ def queue_job(self, name):
     return dbus.ObjectPath(job)
 
 
+def start_process(self, name):
+    """start_runs: the unit's stand-in process, started again when it is not running."""
+    argv, pidfile = self.start_runs.get(name), self.stop_kills.get(name)
+    if not argv or not pidfile:
+        return
+    if os.path.exists(pidfile):
+        try:
+            os.kill(int(open(pidfile).read()), 0)
+            return
+        except (ProcessLookupError, ValueError):
+            pass
+    with open(pidfile + '.log', 'ab') as log:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    # Reaped when it ends, so that its pid stops answering (StopUnit and the next start look at it).
+    threading.Thread(target=process.wait, daemon=True).start()
+    with open(pidfile, 'w') as f:
+        f.write(str(process.pid))
+
+
 @dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
 def RestartUnit(self, name, _mode):
+    start_process(self, str(name))
     return queue_job(self, str(name))
 
 
@@ -245,6 +271,7 @@ def ReloadOrRestartUnit(self, name, _mode):
 
 @dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
 def StartUnit(self, name, _mode):
+    start_process(self, str(name))
     return queue_job(self, str(name))
 
 

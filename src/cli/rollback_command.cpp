@@ -1,6 +1,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "etcd_count.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/run/rollback_run.hpp"
 #include "hoist/util/error.hpp"
@@ -33,6 +34,7 @@ class RollbackCommand final : public Command {
     m_options.durability = default_durability();
     m_options.host = m_host.actions(context);
     m_options.datastore.timeout = std::chrono::seconds(m_datastore_timeout);
+    m_options.datastore.etcd_members = etcd_member_counter(context.root());
     if (m_options.restore_snapshot && m_options.to.empty()) {
       throw UsageError("--restore-snapshot needs --to: the version whose datastore to put back");
     }

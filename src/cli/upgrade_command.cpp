@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "etcd_count.hpp"
 #include "hoist/kube/own_node.hpp"
 #include "hoist/kube/plan_progress.hpp"
 #include "hoist/model/context.hpp"
@@ -267,6 +268,7 @@ class UpgradeCommand final : public Command {
     options.summary = &m_summary;
     options.datastore.policy = parse_datastore_snapshot_policy(m_datastore_snapshot);
     options.datastore.timeout = std::chrono::seconds(m_datastore_timeout);
+    options.datastore.etcd_members = etcd_member_counter(context.root());
     if (m_dry_run) {
       print_preview(preview_upgrade(context, std::move(items), options));
       return ExitCode::ok;

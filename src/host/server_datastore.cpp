@@ -174,11 +174,7 @@ std::vector<std::string> apply_config(const HostRoot& root, const std::string& f
     files.push_back(std::move(dropin));
   }
   for (const auto& path : files) {
-    auto fd = root.open(path, k_read_flags);
-    if (!fd) {
-      throw Failure(fd.error().message);
-    }
-    auto text = read_fd(fd->get(), root.display(path), 1U << 20U);
+    auto text = root.read_file(path);
     if (!text) {
       throw Failure(text.error().message);
     }

@@ -212,6 +212,9 @@ std::string to_json_text(const ComponentState& state) {
                            {"taken_at", snapshot.taken_at},
                            {"bytes", snapshot.bytes},
                            {"how", snapshot.how}});
+      if (snapshot.etcd_members > 0) {
+        snapshots.back()["etcd_members"] = snapshot.etcd_members;
+      }
     }
     document["datastore_snapshots"] = snapshots;
   }
@@ -362,9 +365,16 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
       if (kind != "sqlite" && kind != "etcd") {
         r.fail("field 'kind' must be sqlite or etcd");
       }
+      int members = 0;
+      if (const auto listed = item.find("etcd_members"); listed != item.end()) {
+        if (!listed->is_number_unsigned() || listed->get<std::uint64_t>() > 1000) {
+          r.fail("field 'etcd_members' must be an integer from 0 to 1000");
+        }
+        members = static_cast<int>(listed->get<std::uint64_t>());
+      }
       state.datastore_snapshots.push_back(DatastoreSnapshot{r.string("from"), r.string("to"), kind, r.string("path"),
                                                             r.string("taken_at"), bytes.get<std::uint64_t>(),
-                                                            r.string("how")});
+                                                            r.string("how"), members});
     }
   }
   if (const auto kept = document.find("kept_for_datastore"); kept != document.end() && !kept->is_null()) {

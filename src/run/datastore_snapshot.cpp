@@ -282,6 +282,23 @@ void restore_etcd(const HostRoot& root, const ServerDatastore& server, const Dat
   spdlog::info("{}: etcd reset to {}", server.unit, root.display(snapshot.path));
 }
 
+int etcd_member_count(const DatastoreOptions& options, const ServerDatastore& server,
+                      const DatastoreSnapshot* snapshot) {
+  if (server.kind != DatastoreKind::etcd) {
+    return 0;
+  }
+  const int now = options.etcd_members ? options.etcd_members(server) : 0;
+  if (now > 0) {
+    return now;
+  }
+  if (snapshot != nullptr && snapshot->etcd_members > 0) {
+    spdlog::info("{}: etcd had {} member(s) when the snapshot {} was taken", server.unit, snapshot->etcd_members,
+                 snapshot->path);
+    return snapshot->etcd_members;
+  }
+  return 0;
+}
+
 std::string kept_binary(const std::string& state_dir, const std::string& component, const std::string& version,
                         const std::string& destination) {
   return state_dir + (state_dir.ends_with('/') ? "" : "/") + component + "/" + version + "/" + base_of(destination);

@@ -6,6 +6,7 @@
 #include "hoist/host/host_steps.hpp"
 #include "hoist/host/server_datastore.hpp"
 #include "hoist/model/state.hpp"
+#include "hoist/run/server_preflight.hpp"
 #include "hoist/sys/host_root.hpp"
 
 namespace hoist {
@@ -47,6 +48,12 @@ void restore_etcd(const HostRoot& root, const ServerDatastore& server, const Dat
 /// unknown count: `single_member` false), k3s's procedure on every server, with `from`'s kept binary `old_binary`.
 std::string restore_steps(const ServerDatastore& server, const DatastoreSnapshot* snapshot, const std::string& from,
                           const std::string& component, const std::string& old_binary, bool single_member);
+
+/// How many members `server`'s etcd has, for deciding whether a restore on this server alone can put its datastore
+/// back: what its client API lists now (options.etcd_members), else what it listed when `snapshot` was taken with
+/// the old version running (a failed new version may not run etcd at all); 0 when neither can tell. Not etcd: 0.
+int etcd_member_count(const DatastoreOptions& options, const ServerDatastore& server,
+                      const DatastoreSnapshot* snapshot);
 
 /// Where the file kind keeps `version` of `component` (ARCHITECTURE.md, "On-host layout"): the binary a restore of
 /// that version's datastore runs.

@@ -109,7 +109,7 @@ void plan_datastore(const Context& context, const StateStore& store, HostSteps& 
                  to_string(server.kind), from);
     return;
   }
-  const int members = server.kind == DatastoreKind::etcd && options.etcd_members ? options.etcd_members(server) : 0;
+  const int members = etcd_member_count(options, server, snapshot);
   if (snapshot != nullptr && (snapshot->kind == "sqlite" || members == 1)) {
     retreat.restore = *snapshot;
     return;

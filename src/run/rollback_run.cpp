@@ -84,7 +84,7 @@ void restore_datastore(const HostRoot& root, const StateStore& store, HostSteps&
   }
   const std::string binary = kept_binary(store.state_dir(), state.component, target, state.destination);
   if (snapshot->kind == "etcd") {
-    const int members = options.datastore.etcd_members ? options.datastore.etcd_members(*server) : 0;
+    const int members = etcd_member_count(options.datastore, *server, snapshot);
     if (members != 1) {
       throw UsageError("--restore-snapshot: " +
                        std::string(members > 1 ? "etcd has " + std::to_string(members) + " members"

@@ -165,10 +165,14 @@ void UpgradeRun::snapshot() {
       m_store.save(*work.state);
       work.stopped_unit = server.unit;
     }
+    // etcd's members, asked while the old version runs it (after a failed switch it may not run at all): recorded
+    // with the snapshot, for deciding whether this server alone can restore it.
+    const int members = etcd_member_count(m_options.datastore, server, nullptr);
     const auto start = std::chrono::steady_clock::now();
     DatastoreSnapshot taken = take_datastore_snapshot(m_root, *m_host, server, from, to,
                                                       sqlite_snapshot_dir(m_store.state_dir(), work.name(), from, to),
                                                       m_options.datastore.timeout);
+    taken.etcd_members = members;
     spdlog::info("{}: snapshot of the {} datastore of {} in {:.2f} s: {} ({})", work.name(), taken.kind, from,
                  seconds_since(start), m_root.display(taken.path), format_bytes(taken.bytes));
     // One snapshot a switch: a retried run replaces what an earlier attempt took.

@@ -10,6 +10,7 @@
 #include <deque>
 #include <vector>
 
+#include "hoist/util/file_io.hpp"
 #include "hoist/util/text.hpp"
 
 namespace hoist {
@@ -165,6 +166,14 @@ Expected<Fd> HostRoot::open(std::string_view host_path, int flags, Follow follow
 // splice each link's target into the remaining path, restarting at the root
 // for absolute targets. A stack of directory fds makes `..` exact (it is the
 // parent we walked through, never above the root).
+Expected<std::string> HostRoot::read_file(std::string_view host_path, size_t max_bytes) const {
+  auto fd = open(host_path, k_read_flags);
+  if (!fd) {
+    return fd.error();
+  }
+  return read_fd(fd->get(), display(host_path), max_bytes);
+}
+
 Expected<Fd> HostRoot::open_walk(std::string_view host_path, int flags, Follow follow, mode_t mode) const {
   const std::string shown = display(host_path);
   std::deque<std::string> pending = split_components(host_path);

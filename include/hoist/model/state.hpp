@@ -113,6 +113,9 @@ struct DatastoreSnapshot {
   /// How it was taken, for the operator: "k3s etcd-snapshot save --name hoist-… (exit 0)", "copied with
   /// k3s.service stopped".
   std::string how;
+  /// etcd: how many members its client API listed when the snapshot was taken, the old version running; 0 when it
+  /// could not be asked. Whether a restore on this server alone can bring the datastore back depends on it.
+  int etcd_members = 0;
 };
 
 /// A failed switch that hoist did not switch back because the datastore could not follow (docs/datastore.md): the

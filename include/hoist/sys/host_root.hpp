@@ -51,6 +51,11 @@ class HostRoot {
   [[nodiscard]] Expected<Fd> open(std::string_view host_path, int flags, Follow follow = Follow::yes,
                                   mode_t mode = 0) const;
 
+  /// Reads the whole regular file at `host_path` (resolved inside the root, symlinks followed), as read_fd does:
+  /// opened with k_read_flags, anything but a regular file or a file over `max_bytes` refused, errors naming it
+  /// as display() shows it.
+  [[nodiscard]] Expected<std::string> read_file(std::string_view host_path, size_t max_bytes = 1U << 20U) const;
+
   /// Opens the directory that holds `host_path`'s last component (resolved inside
   /// the root) and returns it with that component's name, for the *at() calls
   /// that create, rename or remove it. Refuses paths whose last component is
