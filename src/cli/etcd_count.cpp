@@ -8,7 +8,6 @@
 
 #include "hoist/kube/etcd_members.hpp"
 #include "hoist/util/error.hpp"
-#include "hoist/util/file_io.hpp"
 
 namespace hoist::cli {
 
@@ -28,18 +27,14 @@ std::string read_host_file(const HostRoot& root, const std::string& path) {
   return std::move(*text);
 }
 
-bool host_file_exists(const HostRoot& root, const std::string& path) {
-  return static_cast<bool>(root.open(path, k_read_flags));
-}
-
 int count_members(const HostRoot& root, const ServerDatastore& server) {
+  // The files k3s and RKE2 give their own kube-apiserver for this etcd (--etcd-cafile, --etcd-certfile,
+  // --etcd-keyfile with --etcd-servers=https://127.0.0.1:2379).
   const std::string tls_dir = server.data_dir + "/server/tls/etcd";
-  // k3s writes client.crt for its own etcd clients (and the etcdctl its docs show); RKE2's docs use server-client.crt.
-  const std::string client = host_file_exists(root, tls_dir + "/client.crt") ? "client" : "server-client";
   TlsSettings settings;
   settings.ca_pem = read_host_file(root, tls_dir + "/server-ca.crt");
-  settings.client_cert_pem = read_host_file(root, tls_dir + "/" + client + ".crt");
-  settings.client_key_pem = read_host_file(root, tls_dir + "/" + client + ".key");
+  settings.client_cert_pem = read_host_file(root, tls_dir + "/client.crt");
+  settings.client_key_pem = read_host_file(root, tls_dir + "/client.key");
   auto tls = TlsContext::create(settings, "'" + root.display(tls_dir) + "'");
   if (!tls) {
     throw Failure(tls.error().message);
@@ -51,8 +46,8 @@ int count_members(const HostRoot& root, const ServerDatastore& server) {
     names += (names.empty() ? "" : ", ") + (member.name.empty() ? "(not started) " + member.id : member.name) +
              (member.learner ? " (learner)" : "");
   }
-  spdlog::info("{}: etcd has {} member(s): {} (listed by https://{}:{} with {}/{}.crt)", server.unit, members.size(),
-               names, k_etcd_host, k_etcd_port, tls_dir, client);
+  spdlog::info("{}: etcd has {} member(s): {} (listed by https://{}:{} with {}/client.crt)", server.unit,
+               members.size(), names, k_etcd_host, k_etcd_port, tls_dir);
   return static_cast<int>(members.size());
 }
 

@@ -9,8 +9,8 @@ namespace hoist::cli {
 
 /// DatastoreOptions::etcd_members for a run on `root` (which must outlive it): a k3s or RKE2 server's embedded etcd
 /// asked for its members through its client API at https://127.0.0.1:2379, where the server's etcd listens on every
-/// server, with the client certificate the server keeps for it under `<data-dir>/server/tls/etcd` (client.crt and
-/// client.key, else RKE2's server-client.crt and server-client.key) and server-ca.crt for etcd's own certificate.
+/// server, with the client certificate the server gives its own kube-apiserver for it:
+/// `<data-dir>/server/tls/etcd/client.crt` and `client.key`, and `server-ca.crt` for etcd's own certificate.
 /// Logs the count; 0, with a warning saying why, when etcd cannot be asked (a server not running, files missing).
 std::function<int(const ServerDatastore&)> etcd_member_counter(const HostRoot& root);
 

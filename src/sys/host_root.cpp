@@ -161,11 +161,6 @@ Expected<Fd> HostRoot::open(std::string_view host_path, int flags, Follow follow
   return sys_error("open " + in_quotes(display(host_path)));
 }
 
-// The fallback for kernels without openat2: resolve one component at a time,
-// never letting the kernel follow a symlink (O_NOFOLLOW on every step), and
-// splice each link's target into the remaining path, restarting at the root
-// for absolute targets. A stack of directory fds makes `..` exact (it is the
-// parent we walked through, never above the root).
 Expected<std::string> HostRoot::read_file(std::string_view host_path, size_t max_bytes) const {
   auto fd = open(host_path, k_read_flags);
   if (!fd) {
@@ -174,6 +169,11 @@ Expected<std::string> HostRoot::read_file(std::string_view host_path, size_t max
   return read_fd(fd->get(), display(host_path), max_bytes);
 }
 
+// The fallback for kernels without openat2: resolve one component at a time,
+// never letting the kernel follow a symlink (O_NOFOLLOW on every step), and
+// splice each link's target into the remaining path, restarting at the root
+// for absolute targets. A stack of directory fds makes `..` exact (it is the
+// parent we walked through, never above the root).
 Expected<Fd> HostRoot::open_walk(std::string_view host_path, int flags, Follow follow, mode_t mode) const {
   const std::string shown = display(host_path);
   std::deque<std::string> pending = split_components(host_path);
