@@ -335,3 +335,50 @@ def test_a_switch_back_after_failed_health_checks_remounts_again(tmp_path, paylo
     assert "app: rolled back from 2.0.0 to 1.0.0" in result.stderr
     per_mount, _ = mount_options(result.stdout, host / "opt")
     assert per_mount.startswith("ro"), per_mount
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (it injects the failed remount)")
+@pytest.mark.parametrize("shape", ["filesystem", "bind"])
+def test_a_mount_not_put_back_read_only_after_the_switch_goes_back_and_is_put_back(tmp_path, payload, shape):
+    # The kernel refuses to make a filesystem read-only (EBUSY) while a file on it is open for writing; strace makes
+    # the remount after the switch meet that refusal, at that call only.
+    host = tmp_path / "host"
+    host_skeleton(host)
+    v2 = tmp_path / "v2"
+    (v2 / "bin").mkdir(parents=True)
+    (v2 / "bin/app").write_text("two\n")
+    if shape == "filesystem":
+        setup = f"mount -o loop {make_ext4(tmp_path / 'opt.img')} {host}/opt && mount -o remount,ro {host}/opt"
+    else:
+        (tmp_path / "backing").mkdir()
+        setup = f"mount --bind {tmp_path}/backing {host}/opt && mount -o remount,bind,ro,nosuid,nodev {host}/opt"
+    common = ["--component", "app", "--kind", "tree", "--destination", "/opt/app", "--remount"]
+    script = textwrap.dedent(f"""
+        {setup}
+        grep " {host}/opt " /proc/self/mountinfo
+        export HOIST_HOST_MOUNT_NAMESPACE=/proc/self/ns/mnt
+        {hoist_cmd(host, "upgrade", *common, "--source", payload, "--version", "1.0.0")}
+        set +e
+        strace -f -qq -o {tmp_path}/strace.log -e trace=mount -e inject=mount:error=EBUSY:when=2 \\
+            {hoist_cmd(host, "upgrade", *common, "--source", v2, "--version", "2.0.0")}
+        echo "exit=$?"
+        readlink {host}/opt/app/current
+        cat {host}/opt/app/current/bin/app
+        grep " {host}/opt " /proc/self/mountinfo
+    """)
+    result = in_namespace(script)
+    assert "exit=1\n1.0.0\nnew\n" in result.stdout, result
+    injected = [line for line in (tmp_path / "strace.log").read_text().splitlines() if "INJECTED" in line]
+    assert len(injected) == 1 and "MS_RDONLY" in injected[0], injected
+    assert "failed to put a mount back read-only" in result.stderr
+    assert "Device or resource busy; switching back to 1.0.0" in result.stderr
+    assert "app: rolled back from 2.0.0 to 1.0.0" in result.stderr
+    assert "is still writable in this process's mount namespace since it could not be put back" in result.stderr
+    # Read-only again, as before the run, with its other flags.
+    before, after = [line for line in result.stdout.splitlines() if f" {host}/opt " in line]
+    assert before.split()[5] == after.split()[5], (before, after)
+    assert after.split()[-1].split(",")[0] == before.split()[-1].split(",")[0]
+    state = json.loads((host / "var/lib/hoist/app/state.json").read_text())
+    assert state["current"] == "1.0.0"
+    assert state["last_result"]["outcome"] == "rolled-back"
+    assert state["quarantined"] == []  # nothing ran on 2.0.0: it may be tried again

@@ -135,11 +135,19 @@ Handshake HostSteps::settle_pending_reboot(const StateStore& store, ComponentSta
 }
 
 void HostSteps::make_writable(const std::vector<std::string>& host_paths) {
-  if (host_paths.empty() || m_dry_run == DryRun::yes || m_writable) {
+  if ((host_paths.empty() && m_left_writable.empty()) || m_dry_run == DryRun::yes || m_writable) {
     return;
   }
   throw_if_interrupted("remounting");
-  m_writable.emplace(m_context.root(), host_paths, mount_namespace_path());
+  // A mount the switch could not put back read-only is put back with this remount's (going back).
+  std::vector<std::string> paths = host_paths;
+  for (const HeldMount& left : m_left_writable) {
+    if (std::find(paths.begin(), paths.end(), left.host_path) == paths.end()) {
+      paths.push_back(left.host_path);
+    }
+  }
+  m_writable.emplace(m_context.root(), paths, mount_namespace_path(), m_left_writable);
+  m_left_writable.clear();
 }
 
 std::string HostSteps::mount_namespace_path() const {
@@ -173,6 +181,7 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
     try {
       m_writable->restore();
     } catch (const Error& e) {
+      m_left_writable = m_writable->left_writable();
       m_writable.reset();
       record_failure(store, components, e.what());
       throw AfterSwitchFailure(e.what(), {}, false);

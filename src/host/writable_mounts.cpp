@@ -59,9 +59,9 @@ std::vector<std::string> paths_written(ComponentKind kind, const std::string& de
 }
 
 WritableMounts::WritableMounts(const HostRoot& root, const std::vector<std::string>& host_paths,
-                               const std::string& namespace_path) {
+                               const std::string& namespace_path, const std::vector<HeldMount>& left_writable) {
   const std::optional<MountNamespace> host = host_namespace(namespace_path);
-  auto holder = RemountHolder::engage(root, host ? &*host : nullptr, host_paths);
+  auto holder = RemountHolder::engage(root, host ? &*host : nullptr, host_paths, left_writable);
   if (!holder) {
     throw Failure(holder.error().message);
   }
@@ -74,7 +74,14 @@ WritableMounts::WritableMounts(const HostRoot& root, const std::vector<std::stri
       continue;
     }
     any = true;
-    if (mount.scope == RemountScope::filesystem) {
+    if (std::any_of(left_writable.begin(), left_writable.end(), [&](const HeldMount& left) {
+          return left.view == mount.view && left.entry.id == mount.entry.id;
+        })) {
+      spdlog::warn(
+          "remount: {} is still writable {} since it could not be put back; it is put back read-only with "
+          "this run's other mounts",
+          mount.entry.describe(), view_name(mount.view));
+    } else if (mount.scope == RemountScope::filesystem) {
       spdlog::warn(
           "remount: made {} writable {} for '{}': the filesystem itself was read-only and is remounted "
           "read-write; every mount of it whose own flag is rw can be written until it is put back",
@@ -110,6 +117,7 @@ void WritableMounts::restore() {
   auto restored = m_holder->restore();
   m_holder.reset();
   if (!restored) {
+    m_left_writable = std::move(changed);
     throw Failure("failed to put a mount back read-only: " + restored.error().message);
   }
   for (const HeldMount& mount : changed) {

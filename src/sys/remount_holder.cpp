@@ -138,8 +138,16 @@ std::string restore_all(std::vector<Held>& held) {
   return errors;
 }
 
+// The mount of `left_writable` (seen in `view`) with the id `id`, if any.
+const HeldMount* left_writable_one(const std::vector<HeldMount>& left_writable, MountView view, int id) {
+  const auto it = std::find_if(left_writable.begin(), left_writable.end(),
+                               [&](const HeldMount& m) { return m.view == view && m.entry.id == id; });
+  return it == left_writable.end() ? nullptr : &*it;
+}
+
 [[noreturn]] void helper_main(int command, int report, int proc_fd, const HostRoot& root,
-                              const MountNamespace* host_namespace, const std::vector<std::string>& paths) {
+                              const MountNamespace* host_namespace, const std::vector<std::string>& paths,
+                              const std::vector<HeldMount>& left_writable) {
   // Signals for the process group (Ctrl-C, a shutdown's SIGTERM) must not kill
   // the helper before it has put the mounts back; its parent tells it when.
   ::signal(SIGTERM, SIG_IGN);
@@ -189,6 +197,13 @@ std::string restore_all(std::vector<Held>& held) {
           throw Failure("failed to make " + entry.describe() + " writable: it is still read-only after the remount (" +
                         entry.fstype + " cannot be written)");
         }
+      } else if (const HeldMount* left = left_writable_one(
+                     left_writable, host_namespace != nullptr ? MountView::host : MountView::own, entry.id);
+                 left != nullptr && !known) {
+        // Writable because an earlier holder could not put it back: this one does.
+        scope = left->scope;
+        held.push_back({entry, scope, open_mount_root(entry).value()});  // as it is now: its other flags kept
+        changed = true;
       }
       send(report, {"mount", path, ancestor, std::to_string(st.st_dev), std::to_string(st.st_ino), changed ? "1" : "0",
                     scope == RemountScope::mount ? "mount" : "filesystem", std::to_string(entry.id), entry.target,
@@ -241,7 +256,8 @@ RemountHolder::~RemountHolder() {
 }
 
 Expected<RemountHolder> RemountHolder::engage(const HostRoot& root, const MountNamespace* host_namespace,
-                                              const std::vector<std::string>& host_paths) {
+                                              const std::vector<std::string>& host_paths,
+                                              const std::vector<HeldMount>& left_writable) {
   RemountHolder holder;
   Fd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!proc) {
@@ -267,7 +283,7 @@ Expected<RemountHolder> RemountHolder::engage(const HostRoot& root, const MountN
   if (pid == 0) {
     holder.m_command.reset();
     holder.m_report.reset();
-    helper_main(command_read.get(), report_write.get(), proc.get(), root, host_namespace, host_paths);
+    helper_main(command_read.get(), report_write.get(), proc.get(), root, host_namespace, host_paths, left_writable);
   }
   holder.m_helper = pid;
   command_read.reset();
@@ -348,6 +364,16 @@ Expected<RemountHolder> RemountHolder::engage(const HostRoot& root, const MountN
         local.changed = true;
         local.scope = *scope;
         holder.m_mounts.push_back(local);
+      } else if (const HeldMount* left = left_writable_one(left_writable, MountView::own, own->id);
+                 left != nullptr && !known) {
+        // Our copy, left writable by an earlier holder: put back with this one's.
+        auto mount_root = open_mount_root(*own);
+        if (!mount_root) {
+          (void)holder.restore();
+          return mount_root.error();
+        }
+        holder.m_local.push_back({*own, left->scope, std::move(*mount_root)});
+        holder.m_mounts.push_back(*left);
       }
       continue;
     }

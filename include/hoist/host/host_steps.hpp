@@ -148,6 +148,7 @@ class HostSteps {
   HostActions m_actions;
   DryRun m_dry_run;
   std::optional<WritableMounts> m_writable;
+  std::vector<HeldMount> m_left_writable;  ///< what a failed restore left writable, for the next make_writable()
   std::unique_ptr<SystemBus> m_bus;
   bool m_reboot_confirmed = false;
 };

@@ -28,7 +28,10 @@ class WritableMounts {
   /// logging each. Throws hoist::Failure when a mount cannot be remounted (a
   /// read-only filesystem such as squashfs), or when the host's mount is not
   /// the one this process would write through.
-  WritableMounts(const HostRoot& root, const std::vector<std::string>& host_paths, const std::string& namespace_path);
+  /// `left_writable` (from left_writable() of an earlier one whose restore()
+  /// failed): mounts still writable that this one puts back read-only too.
+  WritableMounts(const HostRoot& root, const std::vector<std::string>& host_paths, const std::string& namespace_path,
+                 const std::vector<HeldMount>& left_writable = {});
   WritableMounts(const WritableMounts&) = delete;
   WritableMounts& operator=(const WritableMounts&) = delete;
   /// restore(), logging (not throwing) its error.
@@ -38,8 +41,13 @@ class WritableMounts {
   /// one cannot be (a file still open for writing on a filesystem-wide remount).
   void restore();
 
+  /// After a restore() that failed: the mounts it had made writable, which
+  /// may still be (a later WritableMounts puts them back).
+  [[nodiscard]] const std::vector<HeldMount>& left_writable() const noexcept { return m_left_writable; }
+
  private:
   std::optional<RemountHolder> m_holder;
+  std::vector<HeldMount> m_left_writable;
 };
 
 }  // namespace hoist

@@ -53,8 +53,14 @@ class RemountHolder {
   /// `host_namespace`: the host's mount namespace, or nullptr to work in our
   /// own. `root` is the host root (resolving paths in our own namespace); in
   /// the host's namespace the helper resolves them from its root `/`.
+  ///
+  /// `left_writable`: mounts an earlier holder of this process changed and
+  /// could not put back (restore() failed). One of them found writable again,
+  /// by its id in the same view, counts as changed: it is put back read-only
+  /// with the scope it was made writable with, as if this holder had made it so.
   static Expected<RemountHolder> engage(const HostRoot& root, const MountNamespace* host_namespace,
-                                        const std::vector<std::string>& host_paths);
+                                        const std::vector<std::string>& host_paths,
+                                        const std::vector<HeldMount>& left_writable = {});
 
   RemountHolder(RemountHolder&& other) noexcept;
   RemountHolder& operator=(RemountHolder&&) = delete;
