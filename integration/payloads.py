@@ -63,9 +63,9 @@ def state_of(host_root, component, state_dir="var/lib/hoist"):
     return json.loads((Path(host_root) / state_dir / component / "state.json").read_text())
 
 
-def upgrade(host_root, *args, env=None, check=None, timeout=120):
+def upgrade(host_root, *args, env=None, check=None, timeout=120, wrapper=()):
     return run_hoist("upgrade", "--host-root", host_root, "--lock-timeout", "5", *args, env=env, check=check,
-                     timeout=timeout)
+                     timeout=timeout, wrapper=wrapper)
 
 
 def rollback(host_root, *args, env=None, check=None):

@@ -51,7 +51,7 @@ def test_an_upgrade_killed_at_the_save_after_its_switch_leaves_its_restarts_to_t
 
     rerun = upgrade(host_root, *kind.args("3.0.0", "--restart", "app.service"))
     assert rerun.returncode == 0, rerun.stderr[-600:]
-    assert "a run was killed after its switch; recording 3.0.0" in rerun.stderr
+    assert "a run stopped after its switch (killed, or its switch could not be undone); recording 3.0.0" in rerun.stderr
     assert len(restarts(systemd, "app.service")) == before[0] + 1, rerun.stderr[-600:]
     # A sysext's refresh is owed by the switch too, with or without --restart.
     assert len(refreshes(systemd)) == before[1] + (kind.kind == "sysext"), rerun.stderr[-600:]

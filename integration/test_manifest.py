@@ -95,6 +95,44 @@ def test_a_failing_component_leaves_every_component_on_its_old_version(host_root
     assert state_of(host_root, "app")["last_result"]["outcome"] == "failed"
 
 
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (it injects the disk's errors)")
+def test_a_switch_that_cannot_be_undone_is_named_and_the_next_run_records_it(host_root, manifests, tmp_path):
+    # The disk fails (EIO) for three renames: the tool's switch, then what undoing the run renames (the tool's
+    # staged copy, then app's link back to 1.0.0). app, already switched, stays on 1.1.0.
+    m1, m2 = manifests
+    upgrade(host_root, "--manifest", m1, check=0)
+    copy = tmp_path / "copy"
+    shutil.copytree(host_root, copy, symlinks=True)
+    trace = tmp_path / "trace.log"
+    strace = ["strace", "-f", "-qq", "-o", trace, "-e", "trace=renameat"]
+    upgrade(copy, "--manifest", m2, check=0, wrapper=strace)
+    calls = [line for line in trace.read_text().splitlines() if "renameat(" in line]
+    n = next(i for i, line in enumerate(calls, 1) if '".hoist-tmp.tool.' in line)
+    result = upgrade(host_root, "--manifest", m2, check=1,
+                     wrapper=[*strace, "-e", f"inject=renameat:error=EIO:when={n}..{n + 2}"])
+    injected = [line for line in trace.read_text().splitlines() if "INJECTED" in line]
+    assert len(injected) == 3 and '"current"' in injected[2], injected
+    assert "error: app: could not undo: failed to rename a symlink to '1.0.0' over" in result.stderr
+    # The run's error and both states name what stays switched.
+    stuck = "app: could not switch back to 1.0.0 (failed to rename a symlink to '1.0.0' over"
+    assert stuck in result.stderr.splitlines()[-1]
+    assert "it stays on 1.1.0 until the next run records it" in result.stderr.splitlines()[-1]
+    assert os.readlink(host_root / "opt/app/current") == "1.1.0"
+    assert os.readlink(host_root / "usr/local/bin/tool") == "/var/lib/hoist/tool/1.0.0/tool"
+    for component in ("app", "tool"):
+        state = state_of(host_root, component)
+        assert state["current"] == "1.0.0" and state["switching"]["to"] == "1.1.0", state
+        assert stuck in state["last_result"]["message"]
+    # What the host has is what status shows, and SUC's next pod finishes the run.
+    status = run_hoist("status", "--host-root", host_root, check=0)
+    assert "app: the state said 1.0.0, the host has 1.1.0: a run stopped after its switch" in status.stderr
+    rerun = upgrade(host_root, "--manifest", m2, check=0)
+    assert "gate: app: already at 1.1.0, nothing to do" in rerun.stderr
+    assert host_read(host_root, "/usr/local/bin/tool") == b"tool two\n"
+    assert state_of(host_root, "app")["current"] == "1.1.0" and state_of(host_root, "tool")["current"] == "1.1.0"
+    assert state_of(host_root, "app")["switching"] is None
+
+
 def test_component_flags_cannot_be_combined_with_a_manifest(host_root, manifests):
     m1, _ = manifests
     result = upgrade(host_root, "--manifest", m1, "--kind", "tree", check=2)

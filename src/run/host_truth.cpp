@@ -26,8 +26,10 @@ bool agree_with_host(Installer& installer, ComponentState& state) {
                      recorded);
         return true;
       }
-      spdlog::warn("{}: the state said {}, the host has {}: a run was killed after its switch; recording {}",
-                   state.component, recorded, state.current, state.current);
+      spdlog::warn(
+          "{}: the state said {}, the host has {}: a run stopped after its switch (killed, or its switch could not be "
+          "undone); recording {}",
+          state.component, recorded, state.current, state.current);
       return true;
     case Reconciled::rolled_back:
       spdlog::warn("{}: the rollback from {} to {} that a killed run began had switched; recording it", state.component,

@@ -105,7 +105,7 @@ ExitCode UpgradeRun::stage_only() {
     check_switches();
     stage_ahead();
   } catch (const std::exception& e) {
-    undo(e);
+    (void)undo(e);  // nothing was switched
     throw;
   }
   return ExitCode::ok;

@@ -321,12 +321,15 @@ void UpgradeRun::switch_over() {
 
 // The switches made so far are undone (newest first) and what was staged is removed: the host goes back to the old
 // versions. Errors here are logged: the error that started it is what the run reports.
-void UpgradeRun::undo(const std::exception& failure) {
+std::string UpgradeRun::undo(const std::exception& failure) {
+  std::string stuck;  // the switches that could not be undone
   for (auto it = m_works.rbegin(); it != m_works.rend(); ++it) {
     const LogFields fields = phase_fields(*it, "undo");
+    bool switched_back = !it->committed;
     try {
       if (it->committed) {
         it->installer->undo_commit();
+        switched_back = true;
         spdlog::info("{}: switched back to {}", it->name(),
                      it->installed_text().empty() ? "nothing" : it->installed_text());
       }
@@ -335,6 +338,12 @@ void UpgradeRun::undo(const std::exception& failure) {
       }
     } catch (const std::exception& e) {
       spdlog::error("{}: could not undo: {}", it->name(), e.what());
+      if (!switched_back) {
+        // The link names the new version: the next run finds it there and records it (host_truth).
+        stuck += fmt::format("; {}: could not switch back to {} ({}): it stays on {} until the next run records it",
+                             it->name(), it->installed_text().empty() ? "nothing" : it->installed_text(), e.what(),
+                             it->item.target.text());
+      }
     }
   }
   // `hoist stage` recorded what it was staging before it began: a version it took back is no longer staged.
@@ -348,7 +357,7 @@ void UpgradeRun::undo(const std::exception& failure) {
   const auto* error = dynamic_cast<const Error*>(&failure);
   const bool bad_input =
       error != nullptr && (error->code() == ExitCode::verification || error->code() == ExitCode::usage);
-  record_outcome(outcome::k_failed, failure.what(), bad_input ? Everyone::no : Everyone::yes);
+  record_outcome(outcome::k_failed, std::string(failure.what()) + stuck, bad_input ? Everyone::no : Everyone::yes);
   // A server stopped for its snapshot runs the old version again; its start stays owed when this fails.
   for (Work& work : m_works) {
     if (work.stopped_unit.empty() || dynamic_cast<const Interrupted*>(&failure) != nullptr) {
@@ -361,6 +370,7 @@ void UpgradeRun::undo(const std::exception& failure) {
       spdlog::error("{}: could not start {} again: {}", work.name(), work.stopped_unit, e.what());
     }
   }
+  return stuck;
 }
 
 void UpgradeRun::record() {

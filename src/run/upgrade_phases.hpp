@@ -136,8 +136,10 @@ class UpgradeRun {
   void switch_over();
   /// After a failure in remount … switch_over: the switches made so far undone (newest first), what was staged
   /// removed, and `failure` recorded as `failed` (in every component's state, created where needed, unless it is
-  /// bad input: verification or usage). Errors while undoing are logged.
-  void undo(const std::exception& failure);
+  /// bad input: verification or usage). Errors while undoing are logged; those of the switches that stay made
+  /// are also returned ("; app: could not switch back to …", empty when every switch was undone), for the run's
+  /// error and recorded with `failure`.
+  std::string undo(const std::exception& failure);
   /// Per component: the switch recorded in its state with the restarts and health checks it owes, in one save,
   /// with the boot id; `unchanged` for the others that have a state; then Installer::finish() and --keep.
   void record();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "health_phase.hpp"
+#include "hoist/host/interrupted.hpp"
 #include "hoist/host/program_output.hpp"
 #include "hoist/model/state_update.hpp"
 #include "hoist/run/host_truth.hpp"
@@ -187,7 +188,10 @@ ExitCode UpgradeRun::run() {
     snapshot();
     switch_over();
   } catch (const std::exception& e) {
-    undo(e);
+    // A switch that stays made is part of the error; a stop (SIGTERM) stays a stop, its log says the rest.
+    if (std::string stuck = undo(e); !stuck.empty() && dynamic_cast<const Interrupted*>(&e) == nullptr) {
+      throw Failure(e.what() + stuck);
+    }
     throw;
   }
   record();
