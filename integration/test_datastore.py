@@ -276,6 +276,74 @@ def test_rollback_restore_snapshot_puts_the_copy_back_then_switches(server_root,
     assert f"--restore-snapshot: no datastore snapshot of {V3} is kept for k3s" in result.stderr
 
 
+def test_rollback_restore_snapshot_on_a_full_disk_starts_the_server_again_on_the_version_it_ran(
+        server_root, tmp_path, system_bus):
+    db = server_root / DB
+    systemd = system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    # Rows enough that the snapshot's copy does not fit in what the disk has left below.
+    conn = sqlite3.connect(db)
+    conn.executemany("insert into kine(name, value) values (?, ?)",
+                     [(f"/registry/{n}", os.urandom(2048)) for n in range(400)])
+    conn.commit()
+    conn.close()
+    upgrade(server_root, *k3s_args(standin(tmp_path, V3), V3, *CHECK), env=system_bus.env(), check=0)
+    assert mark(db) == V3
+    # The database's directory becomes a small disk of its own, then is filled all but 64 KiB.
+    held = tmp_path / "db-held"
+    shutil.copytree(db.parent, held)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(db.parent)], check=True)
+    try:
+        for entry in held.iterdir():
+            shutil.copy2(entry, db.parent / entry.name)
+        free = os.statvfs(db.parent)
+        filler = db.parent / "filler"
+        filler.write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 65536))
+        before = db.read_bytes()
+        calls_before = len(systemd.calls())
+        result = rollback(server_root, "--component", "k3s", "--to", V1, "--restore-snapshot", "--restart", "k3s",
+                          env=system_bus.env(), check=1)
+        assert "No space left on device" in result.stderr
+        message = result.stderr.splitlines()[-1]
+        assert f"--restore-snapshot: restoring /var/lib/hoist/k3s/datastore/hoist-{V1}-to-{V3} failed: " in message
+        assert f"k3s stays on {V3}, k3s.service started again on it; re-run the rollback once the cause is " \
+               "fixed" in message
+        # The database as the server left it, no temporary beside it, the server stopped and started again on V3.
+        assert db.read_bytes() == before and mark(db) == V3
+        assert sorted(p.name for p in db.parent.iterdir()) == sorted(["filler", *(p.name for p in held.iterdir())])
+        assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
+        calls = [c.split(" ")[0] for c in systemd.calls()[calls_before:]]
+        assert [c for c in calls if c in ("StopUnit", "RestartUnit")] == ["StopUnit", "RestartUnit"]
+        state = state_of(server_root, "k3s")
+        assert state["current"] == V3 and state["owed_restarts"] == [] and state["rollback"] is None
+        assert state["last_result"]["outcome"] == "failed" and state["last_result"]["message"] == \
+            message.split("error: ", 1)[1]
+        # Room again: the same command restores and switches.
+        filler.unlink()
+        rollback(server_root, "--component", "k3s", "--to", V1, "--restore-snapshot", "--restart", "k3s",
+                 env=system_bus.env(), check=0)
+        assert mark(db) == V1 and integrity(db) == "ok"
+        assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+    finally:
+        subprocess.run(["umount", "-l", str(db.parent)], check=False)
+
+
+def test_rollback_restore_snapshot_refuses_a_snapshot_removed_by_hand_before_stopping_anything(
+        server_root, tmp_path, system_bus):
+    systemd = system_bus.start("systemd_manager")
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    upgrade(server_root, *k3s_args(standin(tmp_path, V3), V3, *CHECK), env=system_bus.env(), check=0)
+    (server_root / f"var/lib/hoist/k3s/datastore/hoist-{V1}-to-{V3}/state.db").unlink()
+    calls_before = len(systemd.calls())
+    result = rollback(server_root, "--component", "k3s", "--to", V1, "--restore-snapshot", "--restart", "k3s",
+                      env=system_bus.env(), check=1)
+    assert f"--restore-snapshot: the datastore snapshot of {V1} is not whole: " in result.stderr
+    assert "state.db" in result.stderr and "nothing was changed" in result.stderr
+    assert not [c for c in systemd.calls()[calls_before:] if c.startswith(("StopUnit", "RestartUnit"))]
+    assert mark(server_root / DB) == V3
+    assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V3}/k3s"
+
+
 def test_an_external_datastore_is_refused_before_anything_changes_unless_skipped(server_root, tmp_path,
                                                                                 system_bus):
     system_bus.start("systemd_manager")

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "hoist/host/program_output.hpp"
 #include "hoist/run/server_preflight.hpp"
@@ -218,13 +221,40 @@ void restore_sqlite(const HostRoot& root, const ServerDatastore& server, const D
   const HostDir db_dir = open_dir(root, dir_of(server.location));
   const HostDir copy = open_dir(root, snapshot.path);
   const std::string db = base_of(server.location);
+  if (!copy.stat(db)) {
+    throw Failure("failed to restore the SQLite datastore: the snapshot " + copy.display() + " has no " + db);
+  }
   // A restore that a killed run left half done is done again whole; its temporaries go first.
-  if (auto removed =
-          db_dir.remove_leftovers([](std::string_view entry) { return is_temporary_name(entry, k_restore_tag); });
-      !removed) {
+  auto remove_temporaries = [&db_dir] {
+    return db_dir.remove_leftovers([](std::string_view entry) { return is_temporary_name(entry, k_restore_tag); });
+  };
+  if (auto removed = remove_temporaries(); !removed) {
     throw Failure(removed.error().message);
   }
-  // What the new version left beside its database goes first: replayed over the old database it would corrupt it.
+  // The snapshot's files are copied beside the database first: a copy that fails (a full disk) leaves the
+  // database as it was, with what the version that wrote it left beside it.
+  std::vector<std::pair<std::string, std::string>> copies;  // (temporary, file)
+  try {
+    for (const char* suffix : k_sqlite_suffixes) {
+      const std::string file = db + suffix;
+      if (!copy.stat(file)) {
+        continue;
+      }
+      auto source = root.open(snapshot.path + "/" + file, O_RDONLY | O_NOFOLLOW);
+      if (!source) {
+        throw Failure(source.error().message);
+      }
+      const std::string temp = temporary_name(file, k_restore_tag);
+      if (auto copied = copy_with_metadata(source->get(), db_dir.fd(), temp, db_dir.display(temp)); !copied) {
+        throw Failure(copied.error().message);
+      }
+      copies.emplace_back(temp, file);
+    }
+  } catch (const Failure&) {
+    (void)remove_temporaries();
+    throw;
+  }
+  // What the new version left beside its database goes next: replayed over the old database it would corrupt it.
   for (const char* suffix : k_sqlite_stale) {
     const std::string stale = db + suffix;
     if (db_dir.stat(stale) && ::unlinkat(db_dir.fd(), stale.c_str(), 0) != 0 && errno != ENOENT) {
@@ -234,26 +264,10 @@ void restore_sqlite(const HostRoot& root, const ServerDatastore& server, const D
   if (auto synced = db_dir.sync(); !synced) {
     throw Failure(synced.error().message);
   }
-  for (const char* suffix : k_sqlite_suffixes) {
-    const std::string file = db + suffix;
-    if (!copy.stat(file)) {
-      if (*suffix == '\0') {
-        throw Failure("failed to restore the SQLite datastore: the snapshot " + copy.display() + " has no " + file);
-      }
-      continue;
-    }
-    auto source = root.open(snapshot.path + "/" + file, O_RDONLY | O_NOFOLLOW);
-    if (!source) {
-      throw Failure(source.error().message);
-    }
-    const std::string temp = temporary_name(file, k_restore_tag);
-    auto copied = copy_with_metadata(source->get(), db_dir.fd(), temp, db_dir.display(temp));
-    if (!copied) {
-      throw Failure(copied.error().message);
-    }
+  for (const auto& [temp, file] : copies) {
     if (::renameat(db_dir.fd(), temp.c_str(), db_dir.fd(), file.c_str()) != 0) {
       const int error = errno;
-      ::unlinkat(db_dir.fd(), temp.c_str(), 0);
+      (void)remove_temporaries();
       throw Failure(system_message("rename '" + db_dir.display(temp) + "' to '" + db_dir.display(file) + "'", error));
     }
   }

@@ -1,8 +1,11 @@
 #include "hoist/run/rollback_run.hpp"
 
+#include <fcntl.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "datastore_snapshot.hpp"
@@ -66,7 +69,12 @@ std::string choose_target(const ComponentState& state, const RollbackOptions& op
 
 // --restore-snapshot: the snapshot that an upgrade from `target` took is put back, with the server stopped, before
 // the switch. Refused (UsageError, exit 2) when this node alone cannot do it.
-void restore_datastore(const HostRoot& root, const StateStore& store, HostSteps& host, const ComponentState& state,
+//
+// A restore that fails exits 1 on the version it started from. A SQLite server is started on it again: each file of
+// the database is renamed into place whole, so what is there is the current version's or the snapshot's, which the
+// current version reads as it read the old version's when it was upgraded. An etcd server stays stopped: a cluster
+// reset that failed may have left etcd's data directory half restored, on which a server must not start.
+void restore_datastore(const HostRoot& root, const StateStore& store, HostSteps& host, ComponentState& state,
                        const std::string& target, const RollbackOptions& options) {
   const auto server = find_server_datastore(root, state.destination, host.restarts_owed_by(ComponentKind::file));
   if (!server) {
@@ -93,11 +101,47 @@ void restore_datastore(const HostRoot& root, const StateStore& store, HostSteps&
                        restore_steps(*server, snapshot, target, state.component, binary, false));
     }
   }
+  // A snapshot removed or emptied by hand is refused before the server is stopped.
+  const std::string whole = snapshot->kind == "sqlite"
+                                ? snapshot->path + "/" + std::filesystem::path(server->location).filename().string()
+                                : snapshot->path;
+  if (auto found = root.open(whole, O_PATH | O_NOFOLLOW); !found) {
+    throw Failure("--restore-snapshot: the datastore snapshot of " + target +
+                  " is not whole: " + found.error().message + "; nothing was changed");
+  }
   host.stop_unit(server->unit);
-  if (snapshot->kind == "sqlite") {
-    restore_sqlite(root, *server, *snapshot);
-  } else {
-    restore_etcd(root, *server, *snapshot, binary, options.datastore.timeout);
+  try {
+    if (snapshot->kind == "sqlite") {
+      restore_sqlite(root, *server, *snapshot);
+    } else {
+      restore_etcd(root, *server, *snapshot, binary, options.datastore.timeout);
+    }
+  } catch (const Failure& e) {
+    std::string message = "--restore-snapshot: restoring " + snapshot->path + " failed: " + e.what() + "; " +
+                          state.component + " stays on " + state.current;
+    if (snapshot->kind == "sqlite") {
+      owe_restarts(state, {server->unit});  // stopped: until it runs again, the start is owed
+      store.save(state);
+      try {
+        host.after_switch(store, {SwitchedComponent{state.component, ComponentKind::file, state.current, false}},
+                          AfterRestarts::no_reboot);
+        message += ", " + server->unit + " started again on it";
+      } catch (const std::exception& again) {
+        message += ", and starting " + server->unit + " again failed too (owed to the next run): " + again.what();
+      }
+      message += "; re-run the rollback once the cause is fixed";
+    } else {
+      message += "; " + server->unit +
+                 " stays stopped: the cluster reset may have left etcd's data directory half restored, on which it "
+                 "must not start; once the cause is fixed, " +
+                 restore_steps(*server, snapshot, target, state.component, binary, true);
+    }
+    if (auto saved = store.load(state.component)) {
+      state = std::move(*saved);
+    }
+    set_last_result(state, k_command, outcome::k_failed, target, message);
+    save_failure_record(store, state);
+    throw Failure(message);
   }
 }
 
