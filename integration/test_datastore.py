@@ -791,14 +791,14 @@ def leftovers(host_root):
     return found
 
 
-def traced_renames(argv, env, tmp_path):
-    """The renames one run of `argv` makes, in order: [(name, occurrence)]."""
+def traced_renames(argv, env, tmp_path, names=("rename", "renameat", "renameat2")):
+    """The calls of `names` (renames) one run of `argv` makes, in order: [(name, occurrence)]."""
     log = tmp_path / "strace.log"
-    run_recorded(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=rename,renameat,renameat2", *map(str, argv)],
+    run_recorded(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=" + ",".join(names), *map(str, argv)],
                  env=env, capture_output=True)
     counts, calls = {}, []
     for line in log.read_text().splitlines():
-        match = re.match(r"^(?:\d+\s+)?(rename\w*)\(", line)
+        match = re.match(r"^(?:\d+\s+)?(" + "|".join(names) + r")\(", line)
         if match and "resumed>" not in line:
             counts[match.group(1)] = counts.get(match.group(1), 0) + 1
             calls.append((match.group(1), counts[match.group(1)]))
@@ -839,3 +839,53 @@ def test_a_kill_at_any_rename_of_a_failed_sqlite_server_upgrade_leaves_the_datas
         assert mark(db) == V1, where
         assert integrity(db) == "ok", where
         assert leftovers(server_root) == [], where
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_a_kill_at_any_rename_or_unlink_of_rollback_restore_snapshot_is_finished_by_the_same_command(
+        server_root, tmp_path, system_bus):
+    """SIGKILL at each rename and unlink of `rollback --restore-snapshot` (the restore's copies, the new version's
+    WAL removed, the copies renamed into place, the switch, the state): the same command run again ends on V1 with
+    the snapshot's datastore, whole, and no temporary of hoist's left."""
+    system_bus.start("systemd_manager")
+    db = server_root / DB
+    upgrade(server_root, *k3s_args(standin(tmp_path, V1), V1, *CHECK), env=system_bus.env(), check=0)
+    upgrade(server_root, *k3s_args(standin(tmp_path, V3), V3, *CHECK), env=system_bus.env(), check=0)
+    # The new version's writes still in its WAL, as a server that was killed leaves them.
+    conn = sqlite3.connect(db)
+    conn.execute("pragma wal_autocheckpoint=0")
+    conn.execute("insert into kine(name, value) values ('/registry/after', x'00')")
+    conn.commit()
+    shutil.copy2(db, tmp_path / "state.db")
+    shutil.copy2(Path(str(db) + "-wal"), tmp_path / "state.db-wal")
+    conn.close()
+    shutil.copy2(tmp_path / "state.db", db)
+    shutil.copy2(tmp_path / "state.db-wal", Path(str(db) + "-wal"))
+    assert Path(str(db) + "-wal").stat().st_size > 0
+    pristine = tmp_path / "pristine"
+    shutil.copytree(server_root / "var/lib/hoist", pristine / "hoist", symlinks=True)
+    shutil.copytree(db.parent, pristine / "db", symlinks=True)
+    argv = [HOIST_BIN, "rollback", "--host-root", server_root, "--lock-timeout", "5", "--component", "k3s", "--to",
+            V1, "--restore-snapshot", "--restart", "k3s"]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **system_bus.env()}
+    names = ("rename", "renameat", "renameat2", "unlink", "unlinkat", "linkat")
+    calls = traced_renames(argv, env, tmp_path, names=names)
+    assert ("unlinkat", 1) in calls and len(calls) > 5, calls
+    for name, occurrence in calls:
+        for target, source in ((server_root / "var/lib/hoist", pristine / "hoist"), (db.parent, pristine / "db")):
+            shutil.rmtree(target)
+            shutil.copytree(source, target, symlinks=True)
+        (server_root / "usr/local/bin/k3s").unlink()
+        (server_root / "usr/local/bin/k3s").symlink_to(f"/var/lib/hoist/k3s/{V3}/k3s")
+        killed = run_recorded(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}", "-e",
+                               f"inject={name}:signal=KILL:when={occurrence}", *map(str, argv)],
+                              env=env, capture_output=True, text=True, timeout=60)
+        where = f"killed at {name} #{occurrence}: {killed.stderr[-300:]}"
+        assert killed.returncode != 0, where
+        again = run_hoist(*argv[1:], env=system_bus.env())
+        assert again.returncode == 0, where + "\nthen: " + again.stderr[-1500:]
+        assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s", where
+        assert mark(db) == V1, where
+        assert integrity(db) == "ok", where
+        assert leftovers(server_root) == [], where
+        assert state_of(server_root, "k3s")["current"] == V1, where
