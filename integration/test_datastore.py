@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOIST_BIN, run_hoist, run_recorded
+from conftest import HOIST_BIN, run_hoist, run_recorded, tree_manifest
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from payloads import rollback, state_of, upgrade
 
@@ -889,3 +889,49 @@ def test_a_kill_at_any_rename_or_unlink_of_rollback_restore_snapshot_is_finished
         assert integrity(db) == "ok", where
         assert leftovers(server_root) == [], where
         assert state_of(server_root, "k3s")["current"] == V1, where
+
+
+@pytest.mark.parametrize("tls_etcd", [3], indirect=True, ids=["three-members"])
+def test_a_server_upgrade_with_an_etcd_member_down_is_refused_by_stage_before_anything_changes(
+        server_root, tls_etcd, tmp_path, system_bus):
+    etcd = tls_etcd
+    v1_on_etcd(etcd, server_root, tmp_path, system_bus)
+    args = ["--host-root", server_root, "--lock-timeout", "5", *k3s_args(etcd_standin(tmp_path, V3, etcd), V3)]
+    # One member down (two of three keep the quorum, so the list still answers): refused before anything changes,
+    # by the stage (a Plan's prepare step, before SUC cordons the node) and by the upgrade alike, naming the member.
+    os.kill(int(etcd.pidfiles[2].read_text()), 15)
+    deadline = time.monotonic() + 30
+    while etcd.ctl("endpoint", "health", "--endpoints", "https://127.0.0.1:2409", check=False).returncode == 0:
+        assert time.monotonic() < deadline, "node3 did not stop"
+        time.sleep(0.2)
+    unchanged = {path: entry for path, entry in tree_manifest(server_root / "var/lib/hoist/k3s").items()
+                 if path != "state.json"}
+    for command in ("stage", "upgrade"):
+        refused = etcd.hoist(command, *args, env=system_bus.env(), check=1)
+        last = refused.stderr.splitlines()[-1]
+        assert "k3s: refusing to upgrade the k3s server while its etcd is not healthy (1 of 3 member(s): node3: " \
+               "failed to ask etcd's member at https://127.0.0.1:2409 for its status: " in last, refused.stderr[-2000:]
+        assert "nothing was changed" in last and "--etcd-health=skip" in last
+        assert "k3s.service: etcd member node3 is not healthy" in refused.stderr
+        assert "k3s.service: etcd member node2 is healthy: etcd 3." in refused.stderr
+        assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s"
+        state = state_of(server_root, "k3s")
+        assert state["current"] == V1 and state["staged"] is None and state["last_result"]["outcome"] == "failed"
+        assert {path: entry for path, entry in tree_manifest(server_root / "var/lib/hoist/k3s").items()
+                if path != "state.json"} == unchanged
+    # The operator's way on: --etcd-health=skip asks nothing and stages.
+    skipped = etcd.hoist("stage", *args, "--etcd-health=skip", check=0)
+    assert "etcd member" not in skipped.stderr
+    assert state_of(server_root, "k3s")["staged"]["version"] == V3
+    # node3 back: every member healthy, the stage goes on (its version staged already).
+    with open(str(etcd.pidfiles[2]) + ".log", "ab") as log:
+        process = subprocess.Popen(etcd.argv(2), stdout=log, stderr=log, start_new_session=True)
+    threading.Thread(target=process.wait, daemon=True).start()
+    etcd.pidfiles[2].write_text(str(process.pid))
+    deadline = time.monotonic() + 60
+    while etcd.ctl("endpoint", "health", "--endpoints", "https://127.0.0.1:2409", check=False).returncode != 0:
+        assert time.monotonic() < deadline, "node3 did not start again"
+        time.sleep(0.2)
+    healthy = etcd.hoist("stage", *args, check=0)
+    for name in ("node1", "node2", "node3"):
+        assert f"k3s.service: etcd member {name} is healthy: etcd 3." in healthy.stderr

@@ -414,6 +414,9 @@ def seconds(duration):
 # What no option of the Plan bounds, per pod: image pulls, container starts,
 # the cordon, hoist's own work on the payload.
 SPARE = 120
+# A server's embedded etcd asked for its health (--etcd-health=check): 10 s for the member list, then 5 s for each
+# member's status, up to 7 members.
+ETCD_HEALTH = 10 + 5 * 7
 # A rebooting Plan: shutdown, boot and the kubelet starting the Job's next pod.
 BOOT = 300
 # What the deadline must leave a drain, which no timeout of its own bounds: evictions, and pods' graceful exits.
@@ -434,6 +437,8 @@ def budget(plan):
             lock = option(prepare, "--lock-timeout")
             assert lock is not None, f"{name}: hoist stage without --lock-timeout waits its default for the lock"
             parts["stage_lock"] = float(lock)
+            if option(prepare, "--restart") is not None and option(prepare, "--etcd-health") != "skip":
+                parts["stage_etcd_health"] = ETCD_HEALTH
             if option(prepare, "--wait-for-plan") is not None:
                 timeout = option(prepare, "--wait-timeout")
                 assert timeout is not None, f"{name}: --wait-for-plan without --wait-timeout waits its default"
@@ -470,6 +475,8 @@ def budget(plan):
         # A server's snapshot before the switch (SQLite: the unit stopped first), and after failed checks the restore
         # (the unit stopped, the restore, then the checks once more on the old version): docs/datastore.md.
         parts["snapshot"] = float(datastore) + parts.get("restart", 0)
+        if option(args, "--etcd-health") != "skip":
+            parts["etcd_health"] = ETCD_HEALTH
         if "health" in parts:
             parts["restore"] = float(datastore) + parts.get("restart", 0) + parts["health"]
     if option(args, "--reboot") not in (None, "never"):
@@ -495,9 +502,12 @@ def test_the_time_budget_adds_up(rendered):
     plans = plans_of(rendered)
     assert budget(plans["k3s-agent"])[1] == {"spare": 120, "stage_lock": 60, "prepare": 1200, "drain": 300,
                                              "lock": 60, "restart": 120, "health": 300, "restart_back": 120}
-    assert budget(plans["k3s-server"]) == (1560, {"spare": 120, "stage_lock": 60, "lock": 60, "restart": 120,
-                                                  "health": 300, "restart_back": 120, "snapshot": 240,
-                                                  "restore": 540})
+    assert budget(plans["k3s-server"]) == (1650, {"spare": 120, "stage_lock": 60, "stage_etcd_health": 45,
+                                                  "lock": 60, "restart": 120, "health": 300, "restart_back": 120,
+                                                  "snapshot": 240, "restore": 540, "etcd_health": 45})
+    # Its prepare step checks the same server's datastore (etcd's health included) before the cordon.
+    prepare = plans["k3s-server"]["spec"]["prepare"]["args"]
+    assert option(prepare, "--restart") == "k3s.service" and option(prepare, "--datastore-snapshot") == "take"
     # The server Plan snapshots its datastore before the switch, with a bound of its own.
     assert option(plans["k3s-server"]["spec"]["upgrade"]["args"], "--datastore-snapshot") == "take"
     assert budget(plans["os-tree"])[0] == 1680

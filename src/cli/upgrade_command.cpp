@@ -145,6 +145,7 @@ class UpgradeCommand final : public Command {
         ->check(CLI::Range(1U, 64U));
     if (m_mode == RunMode::stage) {
       add_stage_options();
+      add_datastore_options();
       return m_app;
     }
     m_host.add_to(*m_app);  // --remount, --restart, --reboot…: with --manifest too
@@ -157,16 +158,27 @@ class UpgradeCommand final : public Command {
     m_app->add_option("--health-timeout", m_health_timeout, "seconds the checks may take to pass, in all")
         ->check(CLI::PositiveNumber)
         ->default_str(std::to_string(k_default_health_timeout.count()));
+    add_datastore_options();
+    m_app->add_option("--datastore-timeout", m_datastore_timeout, "seconds a snapshot or a restore may take, each")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    return m_app;
+  }
+
+  // What a k3s or RKE2 server's upgrade checks and keeps of its datastore: stage checks it as the upgrade will.
+  void add_datastore_options() {
     m_app
         ->add_option("--datastore-snapshot", m_datastore_snapshot,
                      "a k3s or RKE2 server's datastore: take a snapshot before the switch (SQLite copied with the "
                      "server stopped, etcd through etcd-snapshot save), or skip it (docs/datastore.md)")
         ->check(CLI::IsMember({"take", "skip"}))
         ->capture_default_str();
-    m_app->add_option("--datastore-timeout", m_datastore_timeout, "seconds a snapshot or a restore may take, each")
-        ->check(CLI::PositiveNumber)
+    m_app
+        ->add_option("--etcd-health", m_etcd_health,
+                     "a k3s or RKE2 server with embedded etcd: check that every member is healthy before anything "
+                     "changes, and refuse if one is not, or skip the check (docs/datastore.md)")
+        ->check(CLI::IsMember({"check", "skip"}))
         ->capture_default_str();
-    return m_app;
   }
 
   ExitCode run(Context& context) override {
@@ -259,6 +271,9 @@ class UpgradeCommand final : public Command {
     options.durability = default_durability();
     if (stage) {
       options.host.remount = m_stage_remount ? Remount::yes : Remount::no;
+      for (const auto& unit : m_stage_restart_units) {
+        options.host.restart_units.push_back(unit_name(unit));
+      }
     } else {
       options.host = m_host.actions(context);
     }
@@ -269,6 +284,9 @@ class UpgradeCommand final : public Command {
     options.datastore.policy = parse_datastore_snapshot_policy(m_datastore_snapshot);
     options.datastore.timeout = std::chrono::seconds(m_datastore_timeout);
     options.datastore.etcd_members = etcd_member_counter(context.root());
+    if (m_etcd_health == "check") {
+      options.datastore.etcd_health = etcd_health_checker(context.root());
+    }
     if (m_dry_run) {
       print_preview(preview_upgrade(context, std::move(items), options));
       return ExitCode::ok;
@@ -300,6 +318,9 @@ class UpgradeCommand final : public Command {
 
   // What `stage` takes beyond the components: the mounts to make writable, and the Plan to wait for first.
   void add_stage_options() {
+    m_app->add_option("--restart", m_stage_restart_units,
+                      "a unit the upgrade step restarts (its --restart; repeatable): stage restarts nothing, but a k3s "
+                      "or RKE2 server among them has its datastore checked as the upgrade checks it");
     m_app->add_flag("--remount", m_stage_remount,
                     "make the mounts written to writable for the staging (in the host's mount namespace: the prepare "
                     "container must then be privileged), then read-only again");
@@ -335,6 +356,7 @@ class UpgradeCommand final : public Command {
   const RunMode m_mode;
   CLI::App* m_app = nullptr;
   bool m_stage_remount = false;
+  std::vector<std::string> m_stage_restart_units;
   PlanWait m_wait;
   /// What the wait for --wait-for-plan's Plan found, for the termination message.
   std::string m_waited;
@@ -362,6 +384,7 @@ class UpgradeCommand final : public Command {
   unsigned m_health_timeout = static_cast<unsigned>(k_default_health_timeout.count());
   HealthPolicy m_health;
   std::string m_datastore_snapshot = "take";
+  std::string m_etcd_health = "check";
   unsigned m_datastore_timeout = 300;
 };
 

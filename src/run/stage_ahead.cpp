@@ -98,6 +98,7 @@ ExitCode UpgradeRun::stage_only() {
     return ExitCode::ok;
   }
   verify();
+  preflight();
   check_space();
   try {
     remount();

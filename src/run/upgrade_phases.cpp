@@ -140,12 +140,34 @@ void UpgradeRun::preflight() {
               server.kind == DatastoreKind::external ? "hoist cannot take one" : "--datastore-snapshot=skip",
               work.item.target.text());
         }
+        check_etcd_health(work, server);
       }
     }
   } catch (const Failure& e) {
     record_outcome(outcome::k_failed, e.what(), Everyone::no);
     throw;
   }
+}
+
+// k3s's documentation wants every etcd member healthy before a server goes: a server restarted while another member
+// is down can leave etcd without a quorum.
+void UpgradeRun::check_etcd_health(const Work& work, const ServerDatastore& server) const {
+  if (server.kind != DatastoreKind::etcd || !m_options.datastore.etcd_health) {
+    return;
+  }
+  const EtcdHealth health = m_options.datastore.etcd_health(server);
+  if (!health.known || health.unhealthy.empty()) {
+    return;
+  }
+  std::string why;
+  for (const auto& line : health.unhealthy) {
+    why += (why.empty() ? "" : "; ") + line;
+  }
+  throw Failure(fmt::format(
+      "{}: refusing to upgrade the {} server while its etcd is not healthy ({} of {} member(s): {}): restarting a "
+      "server now could leave etcd without a quorum; nothing was changed. Bring the members back, or pass "
+      "--etcd-health=skip to go on anyway",
+      work.name(), server.product, health.unhealthy.size(), health.members, why));
 }
 
 void UpgradeRun::snapshot() {

@@ -102,8 +102,12 @@ class UpgradeRun {
   void verify();
   /// After verify, before anything changes: each component that a k3s or RKE2 server runs found with its datastore
   /// (preflight_server(): an external one refused without --datastore-snapshot=skip, the free space for the staged
-  /// version and the snapshot). A refusal is recorded as `failed` and thrown (hoist::Failure, exit 1).
+  /// version and the snapshot, every etcd member healthy). A refusal is recorded as `failed` and thrown
+  /// (hoist::Failure, exit 1). `hoist stage` runs it too, so that a Plan's prepare step refuses before the cordon.
   void preflight();
+  /// The preflight's etcd check (DatastoreOptions::etcd_health): hoist::Failure naming each member that is not
+  /// healthy, when etcd could be asked.
+  void check_etcd_health(const Work& work, const ServerDatastore& server) const;
   /// After stage, before switch_over: each server's datastore snapshotted (take_datastore_snapshot()) and the
   /// snapshot recorded in its state; for SQLite the unit is stopped first, its start recorded as owed.
   void snapshot();

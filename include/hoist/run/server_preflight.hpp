@@ -23,6 +23,13 @@ enum class DatastoreSnapshotPolicy {
 
 DatastoreSnapshotPolicy parse_datastore_snapshot_policy(std::string_view text);
 
+/// What an embedded etcd's members say of their health, asked before a server upgrade (docs/datastore.md).
+struct EtcdHealth {
+  bool known = false;                  ///< false: etcd could not be asked (said why in the log); nothing is refused
+  int members = 0;                     ///< how many it lists
+  std::vector<std::string> unhealthy;  ///< one line for each member that is not healthy: which, and why
+};
+
 /// What a run does about a server's datastore (docs/datastore.md).
 struct DatastoreOptions {
   DatastoreSnapshotPolicy policy = DatastoreSnapshotPolicy::take;
@@ -31,6 +38,10 @@ struct DatastoreOptions {
   /// The members of the server's etcd cluster, as its client API lists them; 0 when it cannot tell. Set by the
   /// CLI (it reads etcd's API with the server's client certificate); unset, a run cannot tell.
   std::function<int(const ServerDatastore&)> etcd_members;
+  /// Every member of the server's etcd asked for its status (set by the CLI as etcd_members is). A server upgrade
+  /// (or its stage) with a member that is not healthy is refused before anything changes; unset (--etcd-health=skip),
+  /// nothing is asked.
+  std::function<EtcdHealth(const ServerDatastore&)> etcd_health;
 };
 
 /// What the preflight found for a component that a k3s or RKE2 server runs.
