@@ -805,6 +805,20 @@ def traced_renames(argv, env, tmp_path, names=("rename", "renameat", "renameat2"
     return calls
 
 
+def killed_from_pristine(server_root, pristine, current, argv, env, name, occurrence):
+    """The host's state and database put back as `pristine` holds them, k3s's link on `current`; then `argv` run
+    and SIGKILLed when it enters the `occurrence`-th `name` (strace's fault injection, as test_crash.py)."""
+    for target, source in ((server_root / "var/lib/hoist", pristine / "hoist"),
+                           ((server_root / DB).parent, pristine / "db")):
+        shutil.rmtree(target)
+        shutil.copytree(source, target, symlinks=True)
+    (server_root / "usr/local/bin/k3s").unlink()
+    (server_root / "usr/local/bin/k3s").symlink_to(f"/var/lib/hoist/k3s/{current}/k3s")
+    return run_recorded(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}", "-e",
+                         f"inject={name}:signal=KILL:when={occurrence}", *map(str, argv)],
+                        env=env, capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 def test_a_kill_at_any_rename_of_a_failed_sqlite_server_upgrade_leaves_the_datastore_with_its_version(
         server_root, tmp_path, system_bus):
@@ -823,14 +837,7 @@ def test_a_kill_at_any_rename_of_a_failed_sqlite_server_upgrade_leaves_the_datas
     calls = traced_renames(failing, env, tmp_path)
     assert len(calls) > 5, calls
     for name, occurrence in calls:
-        for target, source in ((server_root / "var/lib/hoist", pristine / "hoist"), (db.parent, pristine / "db")):
-            shutil.rmtree(target)
-            shutil.copytree(source, target, symlinks=True)
-        (server_root / "usr/local/bin/k3s").unlink()
-        (server_root / "usr/local/bin/k3s").symlink_to(f"/var/lib/hoist/k3s/{V1}/k3s")
-        killed = run_recorded(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}", "-e",
-                               f"inject={name}:signal=KILL:when={occurrence}", *map(str, failing)],
-                              env=env, capture_output=True, text=True, timeout=60)
+        killed = killed_from_pristine(server_root, pristine, V1, failing, env, name, occurrence)
         where = f"killed at {name} #{occurrence}: {killed.stderr[-300:]}"
         # Whatever the kill left, the next run goes back to V1 with V1's datastore, and cleans up after it.
         again = run_hoist(*failing[1:], env=system_bus.env())
@@ -872,14 +879,7 @@ def test_a_kill_at_any_rename_or_unlink_of_rollback_restore_snapshot_is_finished
     calls = traced_renames(argv, env, tmp_path, names=names)
     assert ("unlinkat", 1) in calls and len(calls) > 5, calls
     for name, occurrence in calls:
-        for target, source in ((server_root / "var/lib/hoist", pristine / "hoist"), (db.parent, pristine / "db")):
-            shutil.rmtree(target)
-            shutil.copytree(source, target, symlinks=True)
-        (server_root / "usr/local/bin/k3s").unlink()
-        (server_root / "usr/local/bin/k3s").symlink_to(f"/var/lib/hoist/k3s/{V3}/k3s")
-        killed = run_recorded(["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={name}", "-e",
-                               f"inject={name}:signal=KILL:when={occurrence}", *map(str, argv)],
-                              env=env, capture_output=True, text=True, timeout=60)
+        killed = killed_from_pristine(server_root, pristine, V3, argv, env, name, occurrence)
         where = f"killed at {name} #{occurrence}: {killed.stderr[-300:]}"
         assert killed.returncode != 0, where
         again = run_hoist(*argv[1:], env=system_bus.env())
