@@ -17,7 +17,8 @@ staged, and the moment its `current` link switches) after which the tree is
 the old or the new version whole and a re-run completes; then, in the last
 boot, a k3s the installer put there before hoist (newer than the payload: the
 gate asks the binary) and a restart that fails once and is owed to the re-run;
-then health checks: an upgrade whose unit stays up passes, and one to a
+then a k3s server (a stand-in) whose new version migrates its datastore and fails its checks, restored with k3s
+stopped by systemd and switched back; then health checks: an upgrade whose unit stays up passes, and one to a
 version whose service fails after the reboot is switched back by the run after
 the boot, which reboots into the old version; the run after that boot refuses
 the quarantined version and does not reboot again (two boots more).
@@ -101,6 +102,29 @@ def _health_binary(version, healthy):
             + ("exec sleep infinity\n" if healthy else "exit 1\n"))
 
 
+def _k3s_server(version, broken):
+    # A stand-in k3s server (no k3s binary here, and no sqlite3 in the VM image): its datastore is a file at k3s's
+    # SQLite path that each version marks with itself when it starts (a migration); it refuses one a newer version
+    # marked, as an older k3s fails on a datastore a newer one migrated. The broken version marks it, then exits 1.
+    # Debian's sqlite3 and real SQLite databases are test_datastore.py's; here systemd is what is real.
+    return ("#!/bin/sh\n"
+            f"VERSION={version}\n"
+            "DB=/var/lib/rancher/k3s/server/db/state.db\n"
+            'case "$1" in\n'
+            '--version) echo "k3s version $VERSION (stand-in)" ;;\n'
+            "server)\n"
+            '    mark=$(cat "$DB")\n'
+            '    if [ "$(printf \'%s\\n%s\\n\' "$mark" "$VERSION" | sort -V | tail -n 1)" != "$VERSION" ]; then\n'
+            '        echo "refusing to start: the datastore is marked by $mark, newer than $VERSION"; exit 1\n'
+            "    fi\n"
+            '    echo "$VERSION" >"$DB.tmp" && mv "$DB.tmp" "$DB"\n'
+            + ('    echo "$VERSION is broken"; exit 1\n' if broken else "")
+            + '    mkdir -p /run/k3s-standin && echo "$VERSION $$" >/run/k3s-standin/version\n'
+            "    exec sleep infinity\n"
+            "    ;;\n"
+            "esac\n")
+
+
 def _sysext_image(work, path, version):
     tree = work / f"ext-tree-{version}"
     _write(tree / "usr/lib/extension-release.d/extension-release.hoist-demo", EXT_RELEASE, version=version)
@@ -159,6 +183,9 @@ def _make_test_disk(work, image):
     for version in ("1.0.0", "2.0.0"):
         _write(top / f"flaky-{version}/hoist-flaky", _flaky_binary(version), 0o755, version)
     shutil.copy2(VM_DIR / "hoist-health.service", top / "hoist-health.service")
+    shutil.copy2(VM_DIR / "k3s.service", top / "k3s.service")
+    for version, broken in (("v1.30.1+k3s1", False), ("v1.31.0+k3s1", True)):
+        _write(top / f"k3s-server-{version}/k3s", _k3s_server(version, broken), 0o755)
     for version, healthy in (("1.0.0", True), ("1.5.0", True), ("2.0.0", False)):
         _write(top / f"svc-{version}/hoist-health", _health_binary(version, healthy), 0o755)
     (top / "driver").chmod(0o755)
@@ -522,6 +549,31 @@ def test_a_failed_restart_switches_back_quarantines_and_a_refused_rerun_changes_
     assert paid["current"] == "2.0.0" and paid["owed_restarts"] == [], paid
     assert paid["last_result"]["outcome"] == "succeeded", paid
     assert vm.fact(p, "flaky.r2").split() == ["2.0.0", vm.fact(p, "flaky.r2_main_pid")]
+
+
+def test_a_server_whose_new_version_fails_after_migrating_its_datastore_is_restored_and_healthy_again(vm):
+    p = "after-cut-2"
+    assert vm.fact(p, "server_install.rc") == "0", vm.log("server_install")
+    assert vm.fact(p, "server.r1").split()[0] == "v1.30.1+k3s1"
+    assert vm.fact(p, "server.db1") == "v1.30.1+k3s1"
+    # v1.31.0 migrated the datastore (its mark), then failed its checks under the real systemd
+    assert vm.fact(p, "server_broken.rc") == "1", vm.log("server_broken")
+    log = vm.log("server_broken")
+    assert "k3s-server: a k3s server: k3s.service runs '/opt/k3s/bin/k3s server'" in log, log
+    assert "k3s-server: snapshot of the sqlite datastore of v1.30.1+k3s1 in " in log, log
+    assert ("switched back to k3s-server v1.30.1+k3s1 with its datastore restored from /var/lib/hoist/k3s-server/"
+            "datastore/hoist-v1.30.1+k3s1-to-v1.31.0+k3s1; v1.30.1+k3s1 is healthy again") in log, log
+    # the copy was taken with v1.30.1 stopped; the datastore is v1.30.1's again, and v1.30.1 runs on it
+    assert vm.fact(p, "server.snapshot") == "v1.30.1+k3s1"
+    assert vm.fact(p, "server.db") == "v1.30.1+k3s1"
+    assert vm.fact(p, "server.link") == "/var/lib/hoist/k3s-server/v1.30.1+k3s1/k3s"
+    assert vm.fact(p, "server.active") == "active"
+    assert vm.fact(p, "server.running").split() == ["v1.30.1+k3s1", vm.fact(p, "server.main_pid")]
+    state = json.loads(vm.fact(p, "server.status"))["components"][0]
+    assert state["current"] == "v1.30.1+k3s1" and state["last_result"]["outcome"] == "rolled-back", state
+    assert [q["version"] for q in state["quarantined"]] == ["v1.31.0+k3s1"], state
+    [snapshot] = state["datastore_snapshots"]
+    assert (snapshot["kind"], snapshot["from"], snapshot["to"]) == ("sqlite", "v1.30.1+k3s1", "v1.31.0+k3s1")
 
 
 def test_a_healthy_upgrade_passes_its_checks(vm):
