@@ -63,7 +63,7 @@ def test_dash_dash_version_and_dash_v_answer_as_other_tools_do():
     for flag in ("--version", "-V"):
         assert run_hoist(flag, check=0).stdout.strip() == first_line.split(" (")[0].strip()
     # upgrade's own --version (the version to install) keeps its meaning.
-    assert "--version TEXT" in run_hoist("upgrade", "--help", check=0).stdout
+    assert "--version VERSION " in run_hoist("upgrade", "--help", check=0).stdout
 
 
 def test_help_shows_choices_as_words():
@@ -134,3 +134,70 @@ def test_json_logs_are_one_object_a_line(tmp_path):
     assert lines[-1]["level"] == "error"
     assert "component 'x' has no state" in lines[-1]["msg"]
     assert lines[-1]["time"].endswith("Z")
+
+
+LOG_LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: "
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["upgrade", "--destinaton", "/opt/demo"],
+     "upgrade: unknown option '--destinaton' (did you mean '--destination'?); usage: hoist upgrade [OPTIONS]; "
+     "'hoist help upgrade' shows the options"),
+    (["status", "--jsn"],
+     "status: unknown option '--jsn' (did you mean '--json'?); usage: hoist status [OPTIONS]; 'hoist help status' "
+     "shows the options"),
+    (["rollback", "--component", "app", "--dry"],
+     "rollback: unknown option '--dry'; usage: hoist rollback [OPTIONS]; 'hoist help rollback' shows the options"),
+    (["upgrade", "--lock-timout=5"],
+     "upgrade: unknown option '--lock-timout' (did you mean '--lock-timeout'?); usage: hoist upgrade [OPTIONS]; "
+     "'hoist help upgrade' shows the options"),
+    (["upgrade", "--component", "app", "--kind", "tree", "one", "two"],
+     "upgrade: unexpected argument(s) 'one', 'two'; usage: hoist upgrade [OPTIONS]; 'hoist help upgrade' shows the "
+     "options"),
+    (["upgrade", "--restart="],
+     "--restart: an empty value is not allowed; usage: hoist upgrade [OPTIONS]; 'hoist help upgrade' shows the "
+     "options"),
+])
+def test_a_command_line_that_does_not_parse_names_the_word_the_option_meant_and_the_usage(argv, message):
+    # In the words' order (CLI11 lists them backwards), in hoist's log format, exit 2.
+    result = run_hoist(*argv, check=2)
+    assert re.fullmatch(LOG_LINE + re.escape(message) + "\n", result.stderr), result.stderr
+
+
+def test_hoist_help_command_prints_what_command_help_prints():
+    for command in ("upgrade", "stage", "rollback", "prepare", "status", "version"):
+        assert run_hoist("help", command, check=0).stdout == run_hoist(command, "--help", check=0).stdout
+    assert run_hoist("help", check=0).stdout == run_hoist("--help", check=0).stdout
+    result = run_hoist("help", "upgarde", check=2)
+    assert re.fullmatch(LOG_LINE + re.escape("help: unknown command 'upgarde' (commands: upgrade, stage, rollback, "
+                                             "prepare, status, version, help)") + "\n", result.stderr)
+
+
+def test_help_is_wrapped_to_the_terminal_and_names_values_not_types():
+    for columns in ("80", "100"):
+        for command in ("upgrade", "stage", "rollback", "prepare", "status", "version"):
+            out = run_hoist(command, "--help", env={"COLUMNS": columns}, check=0).stdout
+            # Options and descriptions within the width; the examples (commands, kept whole) may be longer.
+            examples = out.split("Examples:")[-1] if "Examples:" in out else ""
+            long = [line for line in out.splitlines() if len(line) > int(columns) and line not in examples]
+            assert long == [], long
+            # No CLI11 type tags.
+            assert not re.search(r"\b(TEXT|UINT|INT|FLOAT)\b|:POSITIVE|:NONNEGATIVE|=\d", out), out
+    upgrade_help = run_hoist("upgrade", "--help", env={"COLUMNS": "80"}, check=0).stdout
+    assert "  --keep N (default: 3)" in upgrade_help
+    assert "  --threads N (1-64)" in upgrade_help
+    assert "  --reboot never|if-needed|always (default: never)" in upgrade_help
+
+
+def test_each_command_s_help_has_examples_and_its_exit_status():
+    for command in ("upgrade", "stage", "rollback"):
+        out = run_hoist(command, "--help", check=0).stdout
+        assert f"Examples:\n  hoist {command} " in out
+        for line in ("Exit status:", "  0  done, or already at the target", "  3  refused by the version gate",
+                     "  5  the payload did not verify", "Environment:", "  SYSTEM_UPGRADE_PLAN_LATEST_VERSION",
+                     "Files:", "  /var/lib/hoist/COMPONENT/state.json"):
+            assert line in out, (command, line)
+    prepare = run_hoist("prepare", "--help", check=0).stdout
+    assert "Examples:\n  hoist prepare k3s-server --timeout 1200\n" in prepare
+    assert "  1  the Plan failed (SUC marked its Job failed), or --timeout passed first" in prepare
+    assert "Examples:\n  hoist status\n" in run_hoist("status", "--help", check=0).stdout

@@ -2,6 +2,7 @@
 version, phase, file and byte counts) beside `msg`, and a command line that does not parse is one of them too."""
 
 import json
+import re
 
 from conftest import run_hoist
 from payloads import make_tree, rollback, upgrade
@@ -81,14 +82,15 @@ def test_a_command_line_that_does_not_parse_is_a_json_line_too(tmp_path):
     [line] = json_lines(result.stderr)
     assert line["level"] == "error"
     assert line["msg"] == ("unknown command 'upgarde' (commands: upgrade, stage, rollback, prepare, status, "
-                           "version); run 'hoist --help' for usage")
+                           "version, help); usage: hoist COMMAND [OPTIONS]; 'hoist help' shows the options")
     result = run_hoist("upgrade", "--keep", "0", "--log-format=JSON", check=2)
     [line] = json_lines(result.stderr)
     assert line["level"] == "error" and line["msg"].startswith("--keep: ")
     # The last --log-format given counts, as for a command line that parses.
     result = run_hoist("--log-format", "json", "--log-format", "text", "upgarde", check=2)
-    assert result.stderr.startswith("hoist: unknown command 'upgarde'")
-    # Without it, the line for people.
+    assert " error: unknown command 'upgarde'" in result.stderr and not result.stderr.startswith("{")
+    # Without it, the line for people, in the format of every other line hoist logs: one line.
     result = run_hoist("upgarde", check=2)
-    assert result.stderr.startswith("hoist: unknown command 'upgarde'")
-    assert result.stderr.endswith("Run 'hoist --help' for usage.\n")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: unknown command 'upgarde' \(commands: "
+                        r"upgrade, stage, rollback, prepare, status, version, help\); usage: hoist COMMAND \[OPTIONS\]; "
+                        r"'hoist help' shows the options\n", result.stderr), result.stderr

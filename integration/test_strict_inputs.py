@@ -142,7 +142,7 @@ def test_an_empty_or_dash_value_is_refused_naming_the_option(host_root, tmp_path
     before = tree_manifest(host_root)
     # `--restart= --dry-run` installed for real with the old binary (and then failed on the restart).
     result = upgrade(host_root, *tree_component(tmp_path), *args, check=2)
-    assert f"hoist: {option}: {shown}" in result.stderr
+    assert f" error: {option}: {shown}" in result.stderr
     assert tree_manifest(host_root) == before
 
 
@@ -159,13 +159,13 @@ def test_an_empty_or_dash_value_is_refused_naming_the_option(host_root, tmp_path
 def test_every_command_refuses_empty_and_dash_values(host_root, argv, option, shown):
     before = tree_manifest(host_root)
     result = run_hoist(*argv, "--host-root", host_root, check=2)
-    assert f"hoist: {option}: " in result.stderr and shown in result.stderr
+    assert f" error: {option}: " in result.stderr and shown in result.stderr
     assert tree_manifest(host_root) == before
 
 
 def test_a_refused_log_format_value_is_named_not_taken_for_a_missing_command(host_root):
     result = run_hoist("--log-format=", "status", "--host-root", host_root, check=2)
-    assert "hoist: --log-format: " in result.stderr
+    assert " error: --log-format: " in result.stderr
     assert "unknown command" not in result.stderr
 
 

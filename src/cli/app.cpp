@@ -9,6 +9,7 @@
 #include <ctime>
 #include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "help_format.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/model/node_metrics.hpp"
 #include "hoist/sys/library_versions.hpp"
@@ -123,13 +125,82 @@ bool asks_for_json_logs(int argc, char** argv) {
   return json;
 }
 
+// The subcommand the words selected, or nullptr.
+const CLI::App* parsed_subcommand(const CLI::App& app) {
+  const auto subcommands = app.get_subcommands({});
+  const auto found =
+      std::find_if(subcommands.begin(), subcommands.end(), [](const CLI::App* sub) { return sub->parsed(); });
+  return found == subcommands.end() ? nullptr : *found;
+}
+
+// The first subcommand named among the words, or nullptr.
+const CLI::App* named_subcommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->get_name() == argv[i]) {
+        return sub;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// The words `sub` was not expected to take, in the order given (CLI11 lists them backwards, and an unknown option's
+// value among them): each unknown option named with the option it is closest to, else the stray words.
+std::string describe_extras(const CLI::App& sub, int argc, char** argv) {
+  std::string unknown;
+  std::string stray;
+  bool skip_value = false;  // the word after an option that takes one (or after an unknown option)
+  bool named = false;       // the subcommand's own name, passed once
+  bool operands = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (skip_value) {
+      skip_value = false;
+      if (word.empty() || word.front() != '-') {
+        continue;
+      }
+    }
+    if (!operands && word == "--") {
+      operands = true;
+      continue;
+    }
+    if (!operands && word.size() > 1 && word.front() == '-') {
+      const std::string name = word.substr(0, word.find('='));
+      const bool assigned = word.find('=') != std::string::npos;
+      if (const CLI::Option* option = find_option(sub, name); option != nullptr) {
+        skip_value = !assigned && option->get_items_expected_max() != 0;
+        continue;
+      }
+      const std::string close = closest_option(sub, name);
+      unknown += std::string(unknown.empty() ? "" : "; ") + "unknown option '" + escaped(name) + "'" +
+                 (close.empty() ? "" : " (did you mean '" + close + "'?)");
+      skip_value = !assigned;  // its value, if one follows, is not named again
+      continue;
+    }
+    if (!operands && !named && word == sub.get_name()) {
+      named = true;
+      continue;
+    }
+    stray += std::string(stray.empty() ? "" : ", ") + "'" + escaped(word) + "'";
+  }
+  if (!unknown.empty()) {
+    return unknown;
+  }
+  return stray.empty() ? std::string() : "unexpected argument(s) " + stray;
+}
+
 // CLI11 says only "A subcommand is required" for `hoist upgarde`; name the word.
 std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
   const auto subcommands = app.get_subcommands({});
-  const bool no_subcommand =
-      std::none_of(subcommands.begin(), subcommands.end(), [](const CLI::App* sub) { return sub->parsed(); });
+  const CLI::App* selected = parsed_subcommand(app);
+  if (selected != nullptr && dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    if (std::string extras = describe_extras(*selected, argc, argv); !extras.empty()) {
+      return selected->get_name() + ": " + extras;
+    }
+  }
   // A refused value (`--log-format= status` takes "status" as the format) is the error, not a missing command.
-  if (!no_subcommand || dynamic_cast<const CLI::ValidationError*>(&error) != nullptr) {
+  if (selected != nullptr || dynamic_cast<const CLI::ValidationError*>(&error) != nullptr) {
     return error.what();
   }
   for (int i = 1; i < argc; ++i) {
@@ -267,11 +338,15 @@ class CommandLine {
     // Global options are accepted after the subcommand too (`hoist status --host-root X`).
     m_app.fallthrough();
     m_app.set_help_all_flag("--help-all", "help for every command");
+    m_app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which take it over
     add_global_options(m_app, context.options, log);
     m_commands = make_commands(log);
     for (auto& command : m_commands) {
       m_by_subcommand[command->add_to(m_app)] = command.get();
     }
+    m_help = m_app.add_subcommand("help", "show a command's options, examples and exit status (or hoist's)");
+    m_app.footer("'hoist help COMMAND' shows a command's options, examples, exit status, environment and files.");
+    m_help->add_option("COMMAND", m_help_topic, "the command");
     check_every_value(m_app);
   }
 
@@ -289,18 +364,46 @@ class CommandLine {
       return m_app.exit(e);
     } catch (const CLI::ParseError& e) {
       const std::string message = describe_parse_error(m_app, e, argc, argv);
-      if (asks_for_json_logs(argc, argv)) {
-        // A log collector parses every line: the refusal is one JSON object like every other line hoist logs.
-        setup_logging(LogFormat::json, 0);
-        spdlog::error("{}; run 'hoist --help' for usage", message);
-      } else {
-        std::fprintf(stderr, "hoist: %s\nRun 'hoist --help' for usage.\n", message.c_str());
+      const CLI::App* selected = parsed_subcommand(m_app);
+      if (selected == nullptr) {
+        selected = named_subcommand(m_app, argc, argv);  // refused before CLI11 parsed (an empty `--opt=`)
       }
+      const std::string where = selected == nullptr || selected == m_help ? "" : " " + selected->get_name();
+      // In hoist's log format, as every other line it writes (a log collector parses each line: with
+      // --log-format json, one JSON object).
+      setup_logging(asks_for_json_logs(argc, argv) ? LogFormat::json : LogFormat::text, 0);
+      spdlog::error("{}; usage: hoist{} [OPTIONS]; 'hoist help{}' shows the options", message,
+                    where.empty() ? " COMMAND" : where, where);
       // A Plan's bad argument is an outcome the cluster must see too.
       write_termination(process_environment(), "", ExitCode::usage, message, {});
       return static_cast<int>(ExitCode::usage);
     }
+    if (m_help->parsed()) {
+      return help();
+    }
     return std::nullopt;
+  }
+
+  /// `hoist help [COMMAND]`: what `hoist [COMMAND] --help` prints.
+  int help() {
+    if (m_help_topic.empty()) {
+      // Through the formatter: the app's help() would show the help of the subcommand parsed, `help` itself.
+      std::fputs(m_app.get_formatter()->make_help(&m_app, "hoist", CLI::AppFormatMode::Normal).c_str(), stdout);
+      return 0;
+    }
+    for (const CLI::App* sub : m_app.get_subcommands({})) {
+      if (sub->get_name() == m_help_topic) {
+        std::fputs(sub->help("hoist").c_str(), stdout);
+        return 0;
+      }
+    }
+    setup_logging(LogFormat::text, 0);
+    std::string known;
+    for (const CLI::App* sub : m_app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    spdlog::error("help: unknown command '{}' (commands: {})", escaped(m_help_topic), known);
+    return static_cast<int>(ExitCode::usage);
   }
 
   /// The command the parsed line selected (require_subcommand(1): exactly one), and its name.
@@ -320,6 +423,8 @@ class CommandLine {
   CLI::App m_app;
   std::vector<std::unique_ptr<Command>> m_commands;
   std::map<CLI::App*, Command*> m_by_subcommand;
+  CLI::App* m_help = nullptr;
+  std::string m_help_topic;
 };
 
 }  // namespace

@@ -31,6 +31,19 @@ class PrepareCommand final : public Command {
     sub->add_option(
         "--node-version", m_wait.node_version,
         "also require this kubelet version on every selected node (compared with '+' as '-', as SUC munges)");
+    sub->footer(
+        "Examples:\n"
+        "  hoist prepare k3s-server --timeout 1200\n"
+        "  hoist prepare k3s-server -n system-upgrade --node-version v1.31.2+k3s1 --kubeconfig ~/.kube/config\n"
+        "\n"
+        "Exit status:\n"
+        "  0  the Plan is complete\n"
+        "  1  the Plan failed (SUC marked its Job failed), or --timeout passed first\n"
+        "  2  bad usage, or no kubeconfig or service account to reach the API server with\n"
+        "\n"
+        "Environment:\n"
+        "  KUBECONFIG                      kubeconfig files, ':'-separated, merged as kubectl merges them\n"
+        "  HOIST_TERMINATION_MESSAGE_PATH  the outcome's file (default: /dev/termination-log)\n");
     return sub;
   }
 

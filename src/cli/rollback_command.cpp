@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 #include "etcd_count.hpp"
+#include "help_format.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/run/rollback_run.hpp"
 #include "hoist/util/error.hpp"
@@ -25,7 +26,7 @@ class RollbackCommand final : public Command {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     m_host.add_to(*sub);
-    sub->footer(k_footer);
+    sub->footer(std::string(k_footer) + "\n" + k_exit_status_help + "\n" + k_environment_help);
     return sub;
   }
 
@@ -48,17 +49,22 @@ class RollbackCommand final : public Command {
 
  private:
   static constexpr const char* k_footer =
-      "Without --to, a rollback walks back: it goes to the newest kept version older than the current one (by the\n"
-      "component's version scheme) that is not quarantined, so a second rollback goes further back, never forward\n"
-      "to the version just left. A sync component keeps one backup: it goes to the version before its last sync.\n"
-      "The version left is quarantined (upgrade refuses it without --allow-quarantined); the version landed on\n"
+      "Without --to, a rollback walks back: it goes to the newest kept version older than the current one (by the "
+      "component's version scheme) that is not quarantined, so a second rollback goes further back, never forward "
+      "to the version just left. A sync component keeps one backup: it goes to the version before its last sync. "
+      "The version left is quarantined (upgrade refuses it without --allow-quarantined); the version landed on "
       "never is.\n"
-      "In a SUC Plan's Job, a rollback without --to that the same Plan (SYSTEM_UPGRADE_PLAN_NAME and\n"
-      "SYSTEM_UPGRADE_PLAN_LATEST_HASH) already took does nothing and exits 0: a retried or re-run Job never\n"
+      "In a SUC Plan's Job, a rollback without --to that the same Plan (SYSTEM_UPGRADE_PLAN_NAME and "
+      "SYSTEM_UPGRADE_PLAN_LATEST_HASH) already took does nothing and exits 0: a retried or re-run Job never "
       "walks back twice. To walk back again, apply the Plan under another name or change its version.\n"
-      "--to VERSION names the version: running it again does nothing, so it is the form to repeat. A quarantined\n"
-      "VERSION is refused (exit 3) unless --allow-quarantined, which takes it out of the quarantine.\n"
-      "--keep never removes the version the last rollback landed on.";
+      "--to VERSION names the version: running it again does nothing, so it is the form to repeat. A quarantined "
+      "VERSION is refused (exit 3) unless --allow-quarantined, which takes it out of the quarantine. --keep never "
+      "removes the version the last rollback landed on.\n"
+      "\n"
+      "Examples:\n"
+      "  hoist rollback --component app\n"
+      "  hoist rollback --component k3s --to v1.30.6+k3s1 --restart k3s.service\n"
+      "  hoist rollback --component k3s --to v1.30.6+k3s1 --restore-snapshot --restart k3s.service\n";
 
   RollbackOptions m_options;
   bool m_allow_quarantined = false;

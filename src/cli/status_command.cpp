@@ -70,6 +70,14 @@ class StatusCommand final : public Command {
     CLI::App* sub = app.add_subcommand("status", "show what is installed: components, versions, last result");
     sub->add_option("--component", m_component, "only this component");
     sub->add_flag("--json", m_json, "print JSON");
+    sub->footer(
+        "Examples:\n"
+        "  hoist status\n"
+        "  hoist status --component k3s --json\n"
+        "  podman run --rm --privileged -v /:/host IMAGE status\n"
+        "\n"
+        "Files:\n"
+        "  /var/lib/hoist/COMPONENT/state.json  what it reads (--state-dir)\n");
     return sub;
   }
 

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "etcd_count.hpp"
+#include "help_format.hpp"
 #include "hoist/kube/own_node.hpp"
 #include "hoist/kube/plan_progress.hpp"
 #include "hoist/model/context.hpp"
@@ -146,6 +147,7 @@ class UpgradeCommand final : public Command {
     if (m_mode == RunMode::stage) {
       add_stage_options();
       add_datastore_options();
+      m_app->footer(std::string(k_stage_examples) + "\n" + k_exit_status_help + "\n" + k_environment_help);
       return m_app;
     }
     m_host.add_to(*m_app);  // --remount, --restart, --reboot…: with --manifest too
@@ -162,6 +164,7 @@ class UpgradeCommand final : public Command {
     m_app->add_option("--datastore-timeout", m_datastore_timeout, "seconds a snapshot or a restore may take, each")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    m_app->footer(std::string(k_upgrade_examples) + "\n" + k_exit_status_help + "\n" + k_environment_help);
     return m_app;
   }
 
@@ -351,6 +354,19 @@ class UpgradeCommand final : public Command {
                                                                : std::string(e.what())));
     }
   }
+
+  static constexpr const char* k_upgrade_examples =
+      "Examples:\n"
+      "  hoist upgrade --manifest /payload/hoist.json --dry-run\n"
+      "  hoist upgrade --component k3s --kind file --source /payload/k3s --destination /usr/local/bin/k3s \\\n"
+      "      --version v1.31.2+k3s1 --version-scheme k3s --restart k3s.service --health-check node-ready\n"
+      "  hoist upgrade --component app --kind tree --source /payload/app.tar.zst --destination /opt/app \\\n"
+      "      --version 1.2.0 --sha256sums /payload/SHA256SUMS --keep 3\n";
+  static constexpr const char* k_stage_examples =
+      "Examples:\n"
+      "  hoist stage --manifest /payload/hoist.json --restart k3s.service --lock-timeout 60\n"
+      "  hoist stage --manifest /payload/hoist.json --wait-for-plan k3s-server \\\n"
+      "      --node-version v1.31.2+k3s1 --wait-timeout 1200\n";
 
   const LogOptions& m_log;
   const RunMode m_mode;

@@ -15,6 +15,10 @@ class VersionCommand final : public Command {
   CLI::App* add_to(CLI::App& app) override {
     CLI::App* sub = app.add_subcommand("version", "print hoist's version and the versions of the libraries it links");
     sub->add_flag("--json", m_json, "print JSON");
+    sub->footer(
+        "Examples:\n"
+        "  hoist version\n"
+        "  hoist version --json\n");
     return sub;
   }
   [[nodiscard]] bool needs_host() const override { return false; }

@@ -1,0 +1,233 @@
+#include "help_format.hpp"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace hoist::cli {
+
+namespace {
+
+// The first column: the option's names and what it takes.
+constexpr std::size_t k_first_column = 30;
+
+std::size_t clamp_width(long columns) {
+  return static_cast<std::size_t>(std::clamp(columns, 40L, 200L));
+}
+
+// What an option's value is called, from what CLI11 knows of it: a set of words as they are (`never|if-needed`),
+// a number as N (with its range), anything else by the option's own name (`--source SOURCE`).
+std::string value_name(const CLI::Option* option) {
+  std::string type = option->get_type_name();
+  const std::size_t set = type.find('{');
+  if (set != std::string::npos && type.find('}', set) != std::string::npos) {
+    std::string words = type.substr(set + 1, type.find('}', set) - set - 1);
+    std::replace(words.begin(), words.end(), ',', '|');
+    return words;
+  }
+  const std::string base = type.substr(0, type.find(':'));
+  if (base == "UINT" || base == "INT" || base == "FLOAT" || base == "NUMBER") {
+    const std::size_t range = type.find(" in [");
+    if (range != std::string::npos) {
+      std::string bounds = type.substr(range + 5, type.find(']', range) - range - 5);
+      bounds.erase(std::remove(bounds.begin(), bounds.end(), ' '), bounds.end());
+      return "N (" + bounds + ")";
+    }
+    return "N";
+  }
+  std::string name = option->get_lnames().empty() ? option->get_name() : option->get_lnames().front();
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
+  return name;
+}
+
+// Edits (insert, delete, replace, swap of neighbours) between two short words.
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) {
+    d[i][0] = i;
+  }
+  for (std::size_t j = 0; j <= b.size(); ++j) {
+    d[0][j] = j;
+  }
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// Every name of every option `app` takes: its own, then its parents' (global options come through).
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* level = &app; level != nullptr; level = level->get_parent()) {
+    for (const CLI::Option* option : level->get_options({})) {
+      for (const auto& name : option->get_lnames()) {
+        names.push_back("--" + name);
+      }
+      for (const auto& name : option->get_snames()) {
+        names.push_back("-" + name);
+      }
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+std::size_t help_width() {
+  struct winsize size {};
+  if (::isatty(STDOUT_FILENO) != 0 && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+    return clamp_width(size.ws_col);
+  }
+  if (const char* columns = std::getenv("COLUMNS"); columns != nullptr && *columns != '\0') {
+    char* end = nullptr;
+    const long value = std::strtol(columns, &end, 10);
+    if (end != nullptr && *end == '\0' && value > 0) {
+      return clamp_width(value);
+    }
+  }
+  return 80;
+}
+
+std::string wrap_text(std::string_view text, std::size_t width, std::size_t indent) {
+  std::string out;
+  std::size_t column = 0;
+  const std::string pad(indent, ' ');
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    std::istringstream words{std::string(text.substr(start, end - start))};
+    std::string word;
+    bool first = true;
+    while (words >> word) {
+      if (!first && column + 1 + word.size() > width) {
+        out += "\n" + pad;
+        column = indent;
+      } else if (!first) {
+        out += ' ';
+        ++column;
+      }
+      out += word;
+      column += word.size();
+      first = false;
+    }
+    if (end >= text.size()) {
+      break;
+    }
+    out += "\n" + pad;
+    column = indent;
+    start = end + 1;
+  }
+  return out;
+}
+
+HelpFormatter::HelpFormatter() : m_width(help_width()) {
+  column_width(k_first_column);
+}
+
+std::string HelpFormatter::make_option_opts(const CLI::Option* option) const {
+  if (option->get_items_expected_max() == 0) {
+    return {};  // a flag
+  }
+  if (!option->get_option_text().empty()) {
+    return " " + option->get_option_text();
+  }
+  std::string text = " " + value_name(option);
+  if (!option->get_default_str().empty()) {
+    text += " (default: " + option->get_default_str() + ")";
+  }
+  if (option->get_required()) {
+    text += " (required)";
+  }
+  return text;
+}
+
+namespace {
+
+// `first` in the first column (alone on its line when it is too wide for it), `description` wrapped beside it.
+std::string two_columns(const std::string& first, const std::string& text, std::size_t width) {
+  const std::string description = wrap_text(text, width - k_first_column, 0);
+  std::string out;
+  if (first.size() + 2 > k_first_column) {
+    out = first + "\n" + std::string(k_first_column, ' ');
+  } else {
+    out = first + std::string(k_first_column - first.size(), ' ');
+  }
+  // Each line of the wrapped description after the first is indented to the column.
+  for (char c : description) {
+    out += c;
+    if (c == '\n') {
+      out += std::string(k_first_column, ' ');
+    }
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+std::string HelpFormatter::make_option(const CLI::Option* option, bool is_positional) const {
+  return two_columns(
+      "  " + make_option_name(option, is_positional) + (is_positional ? std::string() : make_option_opts(option)),
+      make_option_desc(option), m_width);
+}
+
+std::string HelpFormatter::make_subcommand(const CLI::App* sub) const {
+  return two_columns("  " + sub->get_display_name(), sub->get_description(), m_width);
+}
+
+std::string HelpFormatter::make_description(const CLI::App* app) const {
+  const std::string& description = app->get_description();
+  return description.empty() ? std::string() : wrap_text(description, m_width, 0) + "\n";
+}
+
+std::string HelpFormatter::make_footer(const CLI::App* app) const {
+  // Headings ("Examples:") and indented lines (commands) as written; every other line is a paragraph, wrapped.
+  const std::string& footer = app->get_footer();
+  if (footer.empty()) {
+    return {};
+  }
+  std::string out = "\n";
+  std::istringstream lines(footer);
+  std::string line;
+  while (std::getline(lines, line)) {
+    out += (line.empty() || line.front() == ' ' || line.back() == ':' ? line : wrap_text(line, m_width, 0)) + "\n";
+  }
+  return out;
+}
+
+std::string closest_option(const CLI::App& app, std::string_view word) {
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const std::string& name : option_names(app)) {
+    if (name.size() > 2 && name.starts_with(word) && word.size() > 3) {
+      return name;  // an abbreviation
+    }
+    if (const std::size_t d = distance(word, name); d < best_distance) {
+      best = name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+const CLI::Option* find_option(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* level = &app; level != nullptr; level = level->get_parent()) {
+    if (const CLI::Option* option = level->get_option_no_throw(name); option != nullptr) {
+      return option;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace hoist::cli
