@@ -386,3 +386,71 @@ def test_a_refusing_logind_falls_back_to_systemd_and_two_refusals_fail_the_run(h
             "systemd: Unit reboot.target not found. (org.freedesktop.systemd1.NoSuchUnit)") in result.stderr
     assert logind.called("RebootWithFlags") and systemd.called("StartUnit")
     assert "reboot(2)" not in result.stderr
+
+
+# --reboot delegate (kured)
+
+SENTINEL = "run/reboot-required"  # /var/run/reboot-required: /var/run is /run in the host root
+
+
+def test_reboot_delegate_writes_kureds_sentinel_waits_for_the_boot_and_the_run_after_it_exits_0(
+        host_root, payloads, system_bus):
+    v1, _ = payloads
+    logind = system_bus.start("logind_manager")
+    systemd = system_bus.start("systemd_manager")
+    process = spawn(host_root, *args(v1, "1.0.0", "--restart", "k3s", "--reboot", "delegate"))
+    deadline = time.monotonic() + 20
+    while not (host_root / SENTINEL).exists():
+        assert time.monotonic() < deadline and process.poll() is None, "no sentinel"
+        time.sleep(0.05)
+    assert (host_root / SENTINEL).read_text() == "hoist: reboot into app 1.0.0\n"
+    state = state_of(host_root, "app")
+    assert state["pending_reboot"]["target"] == "1.0.0" and state["pending_reboot"]["boot_id"] == BOOT_1
+    # Waiting for kured: no reboot asked of logind or systemd, and no exit 0 before the node goes down.
+    time.sleep(0.5)
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    code, _, err = finish(process)
+    assert code == 1, err
+    assert f"reboot delegated: wrote {host_root}/var/run/reboot-required for kured to reboot the node" in err
+    assert "stopped by SIGTERM while waiting for the reboot into app 1.0.0" in err
+    assert not logind.called("RebootWithFlags") and not logind.called("Reboot") and not systemd.called("Reboot")
+    # kured rebooted the node (the sentinel went with /run); the Job's next pod confirms the boot.
+    (host_root / SENTINEL).unlink()
+    set_boot_id(host_root, BOOT_2)
+    result = upgrade(host_root, *args(v1, "1.0.0", "--restart", "k3s", "--reboot", "delegate"), check=0)
+    assert f"app: the host rebooted into 1.0.0 (boot id {BOOT_1} → {BOOT_2}): done, no second reboot" in result.stderr
+    assert not (host_root / SENTINEL).exists()
+    state = state_of(host_root, "app")
+    assert state["pending_reboot"] is None and state["last_result"]["message"] == "rebooted into 1.0.0"
+
+
+def test_a_delegated_reboot_that_does_not_come_goes_back_and_takes_its_sentinel_away(host_root, payloads,
+                                                                                    system_bus):
+    v1, v2 = payloads
+    logind = system_bus.start("logind_manager")
+    system_bus.start("systemd_manager")
+    upgrade(host_root, *args(v1, "1.0.0"), check=0)
+    result = upgrade(host_root, *args(v2, "2.0.0", "--reboot", "delegate", "--reboot-timeout", "2",
+                                      "--reboot-sentinel", "/run/custom/reboot-needed"), check=1)
+    assert f"reboot delegated: wrote {host_root}/run/custom/reboot-needed for kured" in result.stderr
+    assert "the host did not reboot within 2 s (--reboot-timeout) after the reboot into app 2.0.0 was asked for" \
+        in result.stderr
+    # Switched back as after a refused reboot, not quarantined, and nothing left for kured to reboot for.
+    assert os.readlink(host_root / "opt/app/current") == "1.0.0"
+    assert not (host_root / "run/custom/reboot-needed").exists()
+    state = state_of(host_root, "app")
+    assert state["current"] == "1.0.0" and state["pending_reboot"] is None and state["quarantined"] == []
+    assert not logind.called("RebootWithFlags")
+
+
+def test_reboot_delegate_does_not_reboot_an_unchanged_host_and_refuses_a_relative_sentinel(host_root, payloads,
+                                                                                        system_bus):
+    v1, _ = payloads
+    system_bus.start("logind_manager")
+    upgrade(host_root, *args(v1, "1.0.0"), check=0)
+    result = upgrade(host_root, *args(v1, "1.0.0", "--reboot", "delegate"), check=0)
+    assert "no reboot: nothing changed (--reboot delegate)" in result.stderr
+    assert not (host_root / SENTINEL).exists()
+    result = upgrade(host_root, *args(v1, "1.0.0", "--reboot", "delegate", "--reboot-sentinel", "run/x"), check=2)
+    assert "--reboot-sentinel: 'run/x' is not an absolute path to a file on the host" in result.stderr

@@ -8,13 +8,15 @@ using hoist::ComponentKind;
 using hoist::paths_written;
 using hoist::RebootPolicy;
 
-TEST_CASE("the reboot policy takes never, if-needed and always", "[host_actions]") {
+TEST_CASE("the reboot policy takes never, if-needed, always and delegate", "[host_actions]") {
   CHECK(hoist::parse_reboot_policy("never") == RebootPolicy::never);
   CHECK(hoist::parse_reboot_policy("if-needed") == RebootPolicy::if_needed);
   CHECK(hoist::parse_reboot_policy("always") == RebootPolicy::always);
+  CHECK(hoist::parse_reboot_policy("delegate") == RebootPolicy::delegate);
   CHECK(hoist::to_string(RebootPolicy::if_needed) == "if-needed");
+  CHECK(hoist::to_string(RebootPolicy::delegate) == "delegate");
   CHECK_THROWS_WITH(hoist::parse_reboot_policy("sometimes"),
-                    "invalid reboot policy 'sometimes': expected never, if-needed or always");
+                    "invalid reboot policy 'sometimes': expected never, if-needed, always or delegate");
   CHECK_THROWS_AS(hoist::parse_reboot_policy("sometimes"), hoist::UsageError);
 }
 

@@ -17,8 +17,8 @@ namespace hoist::cli {
 
 /// The flags of `upgrade` and `rollback` that act on the host beyond its
 /// files, bound to one object: `--remount`, `--restart UNIT`...,
-/// `--restart-timeout SECONDS`, `--reboot never|if-needed|always`,
-/// `--reboot-timeout SECONDS`.
+/// `--restart-timeout SECONDS`, `--reboot never|if-needed|always|delegate`,
+/// `--reboot-timeout SECONDS`, `--reboot-sentinel PATH`.
 class HostActionOptions {
  public:
   /// Adds the flags to `command`.
@@ -32,6 +32,7 @@ class HostActionOptions {
   bool m_remount = false;
   std::vector<std::string> m_restart;
   std::string m_reboot = "never";
+  std::string m_reboot_sentinel = k_default_reboot_sentinel;
   double m_reboot_timeout = static_cast<double>(k_default_reboot_timeout.count());
   double m_restart_timeout = static_cast<double>(k_default_restart_timeout.count());
 };

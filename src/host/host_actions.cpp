@@ -14,7 +14,10 @@ RebootPolicy parse_reboot_policy(std::string_view text) {
   if (text == "always") {
     return RebootPolicy::always;
   }
-  throw UsageError("invalid reboot policy '" + std::string(text) + "': expected never, if-needed or always");
+  if (text == "delegate") {
+    return RebootPolicy::delegate;
+  }
+  throw UsageError("invalid reboot policy '" + std::string(text) + "': expected never, if-needed, always or delegate");
 }
 
 std::string_view to_string(RebootPolicy policy) {
@@ -22,6 +25,7 @@ std::string_view to_string(RebootPolicy policy) {
     case RebootPolicy::never: return "never";
     case RebootPolicy::if_needed: return "if-needed";
     case RebootPolicy::always: return "always";
+    case RebootPolicy::delegate: return "delegate";
   }
   return "?";
 }

@@ -92,10 +92,7 @@ Handshake HostSteps::settle_pending_reboot(const StateStore& store, ComponentSta
     }
     const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
     try {
-      const RebootRoute route = request_reboot(
-          m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
-      spdlog::info("asked for the reboot through {}", to_string(route));
-      wait_for_reboot(deadline, state.component + " " + pending.target, m_actions.reboot_timeout);
+      ask_for_reboot(deadline, state.component + " " + pending.target);
     } catch (const Interrupted&) {
       throw;  // the host going down stops the wait: the run after the boot confirms it
     } catch (const Error& e) {
@@ -245,8 +242,9 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
   if (after == AfterRestarts::no_reboot) {
     return;
   }
-  const bool reboot_needed = (m_actions.reboot == RebootPolicy::always && !m_reboot_confirmed) ||
-                             (m_actions.reboot == RebootPolicy::if_needed && changed);
+  const bool reboot_needed =
+      (m_actions.reboot == RebootPolicy::always && !m_reboot_confirmed) ||
+      ((m_actions.reboot == RebootPolicy::if_needed || m_actions.reboot == RebootPolicy::delegate) && changed);
   if (reboot_needed) {
     try {
       reboot(store, components);
@@ -257,8 +255,9 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
     }
   }
   if (m_actions.reboot != RebootPolicy::never) {
-    spdlog::info("no reboot: {}", m_reboot_confirmed ? "the host already rebooted into this version"
-                                                     : "nothing changed (--reboot if-needed)");
+    spdlog::info("no reboot: {}", m_reboot_confirmed
+                                      ? "the host already rebooted into this version"
+                                      : "nothing changed (--reboot " + std::string(to_string(m_actions.reboot)) + ")");
   }
 }
 
@@ -306,10 +305,33 @@ void HostSteps::reboot(const StateStore& store, const std::vector<SwitchedCompon
     m_actions.before_reboot(targets_of(components));
   }
   const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
-  const RebootRoute route = request_reboot(
-      m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
-  spdlog::info("asked for the reboot through {}", to_string(route));
-  wait_for_reboot(deadline, targets_of(components), m_actions.reboot_timeout);
+  ask_for_reboot(deadline, targets_of(components));
+}
+
+void HostSteps::ask_for_reboot(std::chrono::steady_clock::time_point deadline, const std::string& what) {
+  if (m_actions.reboot != RebootPolicy::delegate) {
+    const RebootRoute route = request_reboot(
+        m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
+    spdlog::info("asked for the reboot through {}", to_string(route));
+    wait_for_reboot(deadline, what, m_actions.reboot_timeout);
+    return;
+  }
+  // kured (or another reboot daemon) reboots the node when it sees the sentinel, in its own window and one node at
+  // a time; this run waits for the boot as after asking logind, and the run after the boot confirms it.
+  write_reboot_sentinel(m_context.root(), m_actions.reboot_sentinel, "hoist: reboot into " + what + "\n");
+  spdlog::info("reboot delegated: wrote {} for kured to reboot the node; waiting up to {} s (--reboot-timeout)",
+               m_context.root().display(m_actions.reboot_sentinel), m_actions.reboot_timeout.count());
+  try {
+    wait_for_reboot(deadline, what, m_actions.reboot_timeout);
+  } catch (const Interrupted&) {
+    throw;  // the host going down: the sentinel goes with the boot (/run is a tmpfs)
+  } catch (const Error&) {
+    // The reboot did not come: the switch is taken back, and no reboot is owed any more.
+    if (auto removed = remove_reboot_sentinel(m_context.root(), m_actions.reboot_sentinel); !removed) {
+      spdlog::warn("could not remove the reboot sentinel: {}", removed.error().message);
+    }
+    throw;
+  }
 }
 
 }  // namespace hoist

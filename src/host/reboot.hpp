@@ -54,4 +54,11 @@ RebootRoute request_reboot(const HostRoot& root, const RebootOptions& options);
 [[noreturn]] void wait_for_reboot(std::chrono::steady_clock::time_point deadline, std::string_view target,
                                   std::chrono::seconds timeout);
 
+/// --reboot delegate: writes `text` to the host file `host_path` (kured's sentinel, /var/run/reboot-required),
+/// atomically, its directory made when missing. Throws hoist::Failure naming the file.
+void write_reboot_sentinel(const HostRoot& root, const std::string& host_path, std::string_view text);
+
+/// Removes the sentinel write_reboot_sentinel() wrote; one already gone is no error.
+Expected<void> remove_reboot_sentinel(const HostRoot& root, const std::string& host_path);
+
 }  // namespace hoist

@@ -139,6 +139,10 @@ class HostSteps {
 
  private:
   [[noreturn]] void reboot(const StateStore& store, const std::vector<SwitchedComponent>& components);
+  /// Asks for the reboot into `what` (logind, or with --reboot delegate the sentinel kured watches) and waits for the
+  /// host to go down until `deadline` (wait_for_reboot()). A delegated reboot that does not come removes its
+  /// sentinel before it throws.
+  [[noreturn]] void ask_for_reboot(std::chrono::steady_clock::time_point deadline, const std::string& what);
   void record_failure(const StateStore& store, const std::vector<SwitchedComponent>& components,
                       const std::string& message);
   void strike_owed(const StateStore& store, const std::vector<SwitchedComponent>& components, const std::string& unit);
