@@ -935,3 +935,81 @@ def test_a_server_upgrade_with_an_etcd_member_down_is_refused_by_stage_before_an
     healthy = etcd.hoist("stage", *args, check=0)
     for name in ("node1", "node2", "node3"):
         assert f"k3s.service: etcd member {name} is healthy: etcd 3." in healthy.stderr
+
+
+def wait_for_orphans(pattern, timeout=60):
+    """Waits until no process's command line matches `pattern`: what a killed hoist had started (etcdctl's snapshot
+    save or restore) ends on its own, as it would on a node."""
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, f"'{pattern}' still runs after {timeout} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None or shutil.which("pgrep") is None,
+                    reason="strace and pgrep are not installed")
+@pytest.mark.parametrize("tls_etcd", [1], indirect=True, ids=["one-member"])
+def test_a_kill_while_etcd_is_snapshotted_or_reset_is_finished_by_the_next_run(
+        server_root, tls_etcd, tmp_path, system_bus):
+    """SIGKILL of hoist while each program of a failed minor upgrade of a single etcd member runs: `etcd-snapshot
+    save`, the first exec health check, and the cluster reset to the snapshot (hoist killed in its wait for the
+    program's output; the program runs on, as on a node). The renames around them are the SQLite path's, killed at
+    each in the test above. The next run (SUC's next pod runs the same command) ends on V1 with V1's keys."""
+    etcd = tls_etcd
+    v1_on_etcd(etcd, server_root, tmp_path, system_bus)
+    for n in range(20):
+        etcd.ctl("put", f"/registry/{n}", "x" * 64)
+    etcd.stop()
+    pristine = tmp_path / "pristine"
+    shutil.copytree(server_root / "var/lib/hoist", pristine / "hoist", symlinks=True)
+    shutil.copytree(server_root / ETCD_DIR, pristine / "etcd", symlinks=True)
+
+    def reset():
+        etcd.stop()
+        for target, source in ((server_root / "var/lib/hoist", pristine / "hoist"),
+                               (server_root / ETCD_DIR, pristine / "etcd")):
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target, symlinks=True)
+        (server_root / "usr/local/bin/k3s").unlink()
+        (server_root / "usr/local/bin/k3s").symlink_to(f"/var/lib/hoist/k3s/{V1}/k3s")
+        etcd.start()
+
+    # The checks fail for the whole of --health-timeout: 10 s, which still covers etcd's start after the reset.
+    check = ("--health-check", "exec:/usr/local/bin/k3s server --check", "--health-settle", "0",
+             "--health-timeout", "10")
+    failing = [HOIST_BIN, "upgrade", "--host-root", server_root, "--lock-timeout", "5",
+               *k3s_args(etcd_standin(tmp_path, V3, etcd, broken=True), V3, *check)]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **system_bus.env()}
+    reset()
+    # Which of hoist's polls waits for which program: each program's exec, then hoist's next poll.
+    log = tmp_path / "programs.log"
+    run_recorded([*etcd.enter, "strace", "-f", "-qq", "-o", str(log), "-e", "trace=poll,execve", *map(str, failing)],
+                 env=env, capture_output=True)
+    lines = log.read_text().splitlines()
+    hoist_pid = lines[0].split()[0]
+    polls, waiting_for, points = 0, None, {}
+    for line in lines:
+        pid, call = line.split(None, 1)
+        if call.startswith("execve(") and pid != hoist_pid:
+            for program in ("etcd-snapshot", "--cluster-reset", "server\", \"--check"):
+                if program in call and program not in points:
+                    waiting_for = program
+        elif call.startswith("poll(") and pid == hoist_pid:
+            polls += 1
+            if waiting_for is not None:
+                points[waiting_for] = polls
+                waiting_for = None
+    assert sorted(points) == sorted(["etcd-snapshot", "--cluster-reset", "server\", \"--check"]), (points, lines[:40])
+    for program, occurrence in points.items():
+        reset()
+        killed = run_recorded([*etcd.enter, "strace", "-qq", "-o", "/dev/null", "-e", "trace=poll", "-e",
+                               f"inject=poll:signal=KILL:when={occurrence}", *map(str, failing)],
+                              env=env, capture_output=True, text=True, timeout=180)
+        where = f"killed while {program} ran (poll #{occurrence}): {killed.stderr[-300:]}"
+        assert killed.returncode != 0, where
+        wait_for_orphans("etcdctl.*snapshot")
+        again = etcd.hoist(*failing[1:], env=system_bus.env())
+        assert again.returncode in (1, 3), where + "\nthen: " + again.stderr[-2000:]
+        assert os.readlink(server_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{V1}/k3s", where
+        assert etcd.get("hoist/mark") == V1, where + "\nthen: " + again.stderr[-2000:]
+        assert etcd.count("/registry/") == 20, where
