@@ -50,7 +50,7 @@ RUN set -eu; \
     apt-get clean; rm -rf /var/lib/apt/lists/*
 
 # Then the sources: a change in them rebuilds from here on.
-COPY scripts/build scripts/sbom scripts/
+COPY scripts/build scripts/sbom scripts/man-pages scripts/
 COPY LICENSE CMakeLists.txt ./
 COPY cmake cmake
 COPY include include
