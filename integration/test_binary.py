@@ -96,9 +96,18 @@ def test_status_on_a_host_without_state(tmp_path):
     assert data == {"host_root": str(tmp_path), "state_dir": "/var/lib/hoist", "components": []}
 
 
-def test_status_of_an_unknown_component_exits_2(tmp_path):
+def test_status_of_an_unknown_component_exits_2_listing_the_known_ones(tmp_path):
     result = run_hoist("status", "--component", "k3s", "--host-root", tmp_path, check=2)
-    assert f"component 'k3s' has no state under '{tmp_path}/var/lib/hoist'" in result.stderr
+    assert result.stderr.endswith(f" error: --component: no component 'k3s' in hoist's state (none has a state yet; "
+                                  f"/var/lib/hoist on the host root {tmp_path})\n"), result.stderr
+    for name in ("app", "tool"):
+        (tmp_path / "payload" / name).mkdir(parents=True)
+        (tmp_path / "payload" / name / "f").write_text(name)
+        run_hoist("upgrade", "--host-root", tmp_path, "--component", name, "--kind", "tree", "--source",
+                  tmp_path / "payload" / name, "--destination", f"/opt/{name}", "--version", "1.0.0", check=0)
+    result = run_hoist("status", "--component", "k3s", "--host-root", tmp_path, check=2)
+    assert result.stderr.endswith(f" error: --component: no component 'k3s' in hoist's state (components: app, tool; "
+                                  f"/var/lib/hoist on the host root {tmp_path})\n"), result.stderr
 
 
 def test_a_missing_host_root_exits_2_naming_it(tmp_path):

@@ -87,8 +87,13 @@ class StatusCommand final : public Command {
     if (!m_component.empty()) {
       auto state = store.load(m_component);
       if (!state) {
-        throw UsageError("component '" + m_component + "' has no state under '" +
-                         context.root().display(store.state_dir()) + "'");
+        std::string known;
+        for (const auto& name : store.components()) {
+          known += (known.empty() ? "" : ", ") + name;
+        }
+        throw UsageError("--component: no component '" + m_component + "' in hoist's state (" +
+                         (known.empty() ? std::string("none has a state yet") : "components: " + known) + "; " +
+                         store.state_dir() + " on the host root " + context.root().path().string() + ")");
       }
       states.push_back(std::move(*state));
     } else {
