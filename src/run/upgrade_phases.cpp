@@ -88,7 +88,15 @@ void UpgradeRun::verify() {
           }
         }
         if (!work.verification_deferred) {
-          work.sums = verify_payload(work.item.spec, payload);
+          try {
+            work.sums = verify_payload(work.item.spec, payload);
+          } catch (const Interrupted&) {
+            throw;
+          } catch (const Error& e) {
+            // Which component, which payload and which sums file: a Plan's manifest lists several.
+            throw Error(e.code(), fmt::format("{}: {} does not verify against {}: {}", work.name(),
+                                              payload.path().string(), work.item.spec.sha256sums.string(), e.what()));
+          }
           spdlog::info("{}: verified {} against {}{}", work.name(), payload.path().string(),
                        work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
         }
