@@ -314,7 +314,6 @@ void HostSteps::ask_for_reboot(std::chrono::steady_clock::time_point deadline, c
         m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
     spdlog::info("asked for the reboot through {}", to_string(route));
     wait_for_reboot(deadline, what, m_actions.reboot_timeout);
-    return;
   }
   // kured (or another reboot daemon) reboots the node when it sees the sentinel, in its own window and one node at
   // a time; this run waits for the boot as after asking logind, and the run after the boot confirms it.
