@@ -2,9 +2,11 @@
 and rollback in Prometheus' text format, checked with promtool (Debian's prometheus package)."""
 
 import json
+import re
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,9 +24,9 @@ def tree_args(source, version, *extra, component="app", scheme="semver"):
 def read_metrics(host_root):
     """The file's lines but the timestamp's, and the timestamp."""
     text = (host_root / METRICS.lstrip("/")).read_text()
-    stamp = [line for line in text.splitlines() if line.startswith("hoist_last_run_timestamp_seconds ")]
+    stamp = [line for line in text.splitlines() if line.startswith("hoist_last_run_timestamp_seconds{")]
     assert len(stamp) == 1, text
-    return [line for line in text.splitlines() if not line.startswith("hoist_last_run_timestamp_seconds ")], \
+    return [line for line in text.splitlines() if not line.startswith("hoist_last_run_timestamp_seconds{")], \
         int(stamp[0].split()[1]), text
 
 
@@ -47,10 +49,15 @@ HELP_AND_TYPES = {
 }
 
 
-def expected(info, success, rollbacks):
-    """The file as it must read, but the timestamp's line."""
-    return [*HELP_AND_TYPES["info"], *info, *HELP_AND_TYPES["last"], f"hoist_last_run_success {success}",
-            *HELP_AND_TYPES["rollbacks"], *rollbacks]
+def expected(info, success, rollbacks, command="upgrade"):
+    """The file as it must read up to the rollbacks, but the timestamp's line (each component's standing follows:
+    test_each_component_s_standing_is_a_gauge)."""
+    return [*HELP_AND_TYPES["info"], *info, *HELP_AND_TYPES["last"],
+            f'hoist_last_run_success{{command="{command}"}} {success}', *HELP_AND_TYPES["rollbacks"], *rollbacks]
+
+
+def head(lines, length):
+    return lines[:length]
 
 
 def test_upgrade_rollback_and_a_refusal_each_rewrite_the_metrics(host_root, tmp_path):
@@ -60,17 +67,20 @@ def test_upgrade_rollback_and_a_refusal_each_rewrite_the_metrics(host_root, tmp_
     upgrade(host_root, *tree_args(v1, "1.0.0"), check=0)
     lines, stamp, text = read_metrics(host_root)
     assert before <= stamp <= time.time()
-    assert lines == expected(['hoist_component_info{component="app",kind="tree",version="1.0.0"} 1'], 1,
-                             ['hoist_rollbacks_total{component="app"} 0'])
+    want = expected(['hoist_component_info{component="app",kind="tree",version="1.0.0"} 1'], 1,
+                    ['hoist_rollbacks_total{component="app"} 0'])
+    assert head(lines, len(want)) == want
     promtool_check(text)
 
     upgrade(host_root, *tree_args(v2, "2.0.0"), check=0)
     upgrade(host_root, *tree_args(v2, "2.0.0", component="tools"), check=0)
     rollback(host_root, "--component", "app", "--metrics-file", METRICS, check=0)
     lines, _, text = read_metrics(host_root)
-    assert lines == expected(['hoist_component_info{component="app",kind="tree",version="1.0.0"} 1',
-                              'hoist_component_info{component="tools",kind="tree",version="2.0.0"} 1'], 1,
-                             ['hoist_rollbacks_total{component="app"} 1', 'hoist_rollbacks_total{component="tools"} 0'])
+    want = expected(['hoist_component_info{component="app",kind="tree",version="1.0.0"} 1',
+                     'hoist_component_info{component="tools",kind="tree",version="2.0.0"} 1'], 1,
+                    ['hoist_rollbacks_total{component="app"} 1', 'hoist_rollbacks_total{component="tools"} 0'],
+                    command="rollback")
+    assert head(lines, len(want)) == want
     promtool_check(text)
     # The counter lives in the component's state, so it survives runs that do not pass the flag. (A rollback walks
     # back, never forward to the version it left: --to goes there.)
@@ -82,7 +92,7 @@ def test_upgrade_rollback_and_a_refusal_each_rewrite_the_metrics(host_root, tmp_
     # A refused downgrade: the run failed, the components stay as they were.
     upgrade(host_root, *tree_args(v1, "1.0.0", component="tools"), check=3)
     lines, _, text = read_metrics(host_root)
-    assert "hoist_last_run_success 0" in lines
+    assert 'hoist_last_run_success{command="upgrade"} 0' in lines
     assert 'hoist_component_info{component="tools",kind="tree",version="2.0.0"} 1' in lines
     promtool_check(text)
     # Written atomically: no temporary left beside it.
@@ -148,3 +158,41 @@ def test_a_payload_that_does_not_verify_leaves_no_metrics(host_root, tmp_path):
     before = manifest_without(host_root, "run/hoist")  # the lock is taken before verification
     upgrade(host_root, *tree_args(v1, "1.0.0", "--sha256sums", sums), check=5)
     assert manifest_without(host_root, "run/hoist") == before
+
+
+def test_each_component_s_standing_is_a_gauge(host_root, tmp_path):
+    v1 = make_tree(tmp_path / "v1", {"a": "one\n"}, 1)
+    v2 = make_tree(tmp_path / "v2", {"a": "two\n"}, 2)
+    upgrade(host_root, *tree_args(v1, "1.0.0"), check=0)
+    # 2.0.0 fails its check (nothing listens there): switched back, quarantined, the last upgrade not a success.
+    upgrade(host_root, *tree_args(v2, "2.0.0", "--health-check", "http:http://127.0.0.1:1/", "--health-timeout",
+                                  "1"), check=1)
+    lines, _, text = read_metrics(host_root)
+    assert 'hoist_last_run_success{command="upgrade"} 0' in lines
+    for line in ('hoist_component_last_success{component="app",command="upgrade"} 0',
+                 'hoist_component_quarantined_versions{component="app"} 1',
+                 'hoist_component_pending_reboot{component="app"} 0',
+                 'hoist_component_owed_restarts{component="app"} 0',
+                 'hoist_component_owed_health_checks{component="app"} 0'):
+        assert line in lines, (line, text)
+    promtool_check(text)
+    # The operator keeps 1.0.0: its own command succeeds, and says so under its name.
+    rollback(host_root, "--component", "app", "--to", "1.0.0", "--metrics-file", METRICS, check=0)
+    lines, _, _ = read_metrics(host_root)
+    assert 'hoist_component_last_success{component="app",command="rollback"} 1' in lines
+
+
+RULES = Path(__file__).resolve().parent.parent / "deploy/monitoring"
+
+
+def test_the_shipped_alert_rules_check_fire_as_their_tests_say_and_name_only_metrics_hoist_writes(host_root,
+                                                                                                  tmp_path):
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is missing (Debian package prometheus)")
+    for argv in (["check", "rules", "hoist-rules.yaml"], ["test", "rules", "hoist-rules.test.yaml"]):
+        result = subprocess.run(["promtool", *argv], cwd=RULES, capture_output=True, text=True)
+        assert result.returncode == 0 and "SUCCESS" in result.stdout, result
+    upgrade(host_root, *tree_args(make_tree(tmp_path / "v1", {"a": "one\n"}, 1), "1.0.0"), check=0)
+    written = {line.split("{")[0].split()[0] for line in read_metrics(host_root)[0] if not line.startswith("#")}
+    used = set(re.findall(r"\bhoist_\w+", (RULES / "hoist-rules.yaml").read_text()))
+    assert used and used <= written, used - written

@@ -263,7 +263,7 @@ void write_termination(const Environment& env, const std::string& name, ExitCode
 
 // --metrics-file: every component's state as the run left it, and how the run ended. Like the events, never part of
 // the outcome: a metrics file that cannot be written is a warning.
-void write_metrics(const Context& context, ExitCode code) {
+void write_metrics(const Context& context, const std::string& command, ExitCode code) {
   // Bad input (a usage error, a payload that does not verify) leaves the host exactly as it was: no metrics either.
   if (context.options.metrics_file.empty() || !context.host || code == ExitCode::usage ||
       code == ExitCode::verification) {
@@ -277,7 +277,7 @@ void write_metrics(const Context& context, ExitCode code) {
         states.push_back(std::move(*state));
       }
     }
-    const RunMetrics run{static_cast<std::int64_t>(std::time(nullptr)), code == ExitCode::ok};
+    const RunMetrics run{static_cast<std::int64_t>(std::time(nullptr)), code == ExitCode::ok, command};
     write_node_metrics(*context.host, context.options.metrics_file, node_metrics_text(states, run));
   } catch (const std::exception& e) {
     spdlog::warn("no metrics (the run's outcome stands): {}", e.what());
@@ -299,7 +299,7 @@ std::vector<std::string> beyond_error(const std::vector<std::string>& summary, c
 void write_outcome(const Context& context, const Command& command, const std::string& name, ExitCode code,
                    const std::string& error) {
   if (command.reports_outcome()) {
-    write_metrics(context, code);
+    write_metrics(context, name, code);
     const std::vector<std::string> summary = beyond_error(command.summary(), error);
     write_termination(context.env, name, code, error, summary);
     if (const auto event = outcome_event(name, code, error, summary, command.rolled_back())) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include "hoist/model/state_update.hpp"
 #include "hoist/sys/atomic_file.hpp"
 #include "hoist/util/error.hpp"
 
@@ -30,23 +31,59 @@ std::string node_metrics_text(const std::vector<ComponentState>& states, const R
               prometheus_label_value(state.kind) + "\",version=\"" + prometheus_label_value(state.current) + "\"} 1\n";
     }
   }
+  const std::string command = "{command=\"" + prometheus_label_value(run.command) + "\"}";
   text +=
       "# HELP hoist_last_run_timestamp_seconds When hoist's last upgrade or rollback on this node ended, in Unix "
       "time.\n"
       "# TYPE hoist_last_run_timestamp_seconds gauge\n"
-      "hoist_last_run_timestamp_seconds " +
-      std::to_string(run.ended_at) +
+      "hoist_last_run_timestamp_seconds" +
+      command + " " + std::to_string(run.ended_at) +
       "\n"
       "# HELP hoist_last_run_success Whether that run succeeded (1) or failed (0).\n"
       "# TYPE hoist_last_run_success gauge\n"
-      "hoist_last_run_success " +
-      (run.succeeded ? "1" : "0") +
-      "\n"
-      "# HELP hoist_rollbacks_total Rollbacks that switched a component back, per component.\n"
-      "# TYPE hoist_rollbacks_total counter\n";
-  for (const ComponentState& state : states) {
-    text += "hoist_rollbacks_total{component=\"" + prometheus_label_value(state.component) + "\"} " +
-            std::to_string(state.rollbacks) + "\n";
+      "hoist_last_run_success" +
+      command + " " + (run.succeeded ? "1" : "0") + "\n";
+  // One family per gauge, each component a line: (name, help, value of a state).
+  struct Gauge {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::string (*value)(const ComponentState&);
+  };
+  static const Gauge k_gauges[] = {
+      {"hoist_rollbacks_total", "counter", "Rollbacks that switched a component back, per component.",
+       [](const ComponentState& s) { return std::to_string(s.rollbacks); }},
+      {"hoist_component_last_success", "gauge",
+       "Whether the last command on a component succeeded (1: succeeded, unchanged or rebooting) or not (0: failed, "
+       "refused, rolled back).",
+       [](const ComponentState& s) {
+         const std::string& outcome = s.last_result ? s.last_result->outcome : std::string(outcome::k_succeeded);
+         return std::string(outcome == outcome::k_succeeded || outcome == outcome::k_unchanged ||
+                                    outcome == outcome::k_rebooting
+                                ? "1"
+                                : "0");
+       }},
+      {"hoist_component_quarantined_versions", "gauge",
+       "Versions of a component that a rollback left, which upgrade refuses.",
+       [](const ComponentState& s) { return std::to_string(s.quarantined.size()); }},
+      {"hoist_component_pending_reboot", "gauge",
+       "Whether a reboot hoist asked for has not been seen yet (1), for a component.",
+       [](const ComponentState& s) { return std::string(s.pending_reboot ? "1" : "0"); }},
+      {"hoist_component_owed_restarts", "gauge", "Restarts an earlier run of a component owes, done by the next.",
+       [](const ComponentState& s) { return std::to_string(s.owed_restarts.size()); }},
+      {"hoist_component_owed_health_checks", "gauge",
+       "Health checks a component's switch owes that have not passed yet.",
+       [](const ComponentState& s) { return std::to_string(s.owed_health_checks.size()); }},
+  };
+  for (const Gauge& gauge : k_gauges) {
+    text += std::string("# HELP ") + gauge.name + " " + gauge.help + "\n# TYPE " + gauge.name + " " + gauge.type + "\n";
+    for (const ComponentState& state : states) {
+      std::string labels = "component=\"" + prometheus_label_value(state.component) + "\"";
+      if (std::string_view(gauge.name) == "hoist_component_last_success" && state.last_result) {
+        labels += ",command=\"" + prometheus_label_value(state.last_result->command) + "\"";
+      }
+      text += std::string(gauge.name) + "{" + labels + "} " + gauge.value(state) + "\n";
+    }
   }
   return text;
 }
