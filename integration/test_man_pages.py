@@ -83,6 +83,7 @@ def complete(*words):
 def test_bash_completes_commands_and_each_commands_options():
     assert complete("hoist", "") == [*COMMANDS, "help"]
     assert complete("hoist", "ro") == ["rollback"]
+    assert complete("hoist", "help", "st") == ["stage", "status"]
     assert complete("hoist", "upgrade", "--dest") == ["--destination"]
     assert "--restore-snapshot" in complete("hoist", "rollback", "--re")
     assert "--restore-snapshot" not in complete("hoist", "upgrade", "--re")
