@@ -93,7 +93,7 @@ def test_status_on_a_host_without_state(tmp_path):
     result = run_hoist("status", "--host-root", tmp_path, check=0)
     assert result.stdout == f"no components installed (no state under {tmp_path}/var/lib/hoist)\n"
     data = json.loads(run_hoist("status", "--json", "--host-root", tmp_path, check=0).stdout)
-    assert data == {"host_root": str(tmp_path), "state_dir": "/var/lib/hoist", "components": []}
+    assert data == {"schema_version": 1, "host_root": str(tmp_path), "state_dir": "/var/lib/hoist", "components": []}
 
 
 def test_status_of_an_unknown_component_exits_2_listing_the_known_ones(tmp_path):
@@ -141,7 +141,7 @@ def test_json_logs_are_one_object_a_line(tmp_path):
     result = run_hoist("--log-format", "json", "status", "--component", "x", "--host-root", tmp_path, check=2)
     lines = [json.loads(line) for line in result.stderr.splitlines()]
     assert lines[-1]["level"] == "error"
-    assert "component 'x' has no state" in lines[-1]["msg"]
+    assert "--component: no component 'x' in hoist's state" in lines[-1]["msg"]
     assert lines[-1]["time"].endswith("Z")
 
 
@@ -195,7 +195,7 @@ def test_help_is_wrapped_to_the_terminal_and_names_values_not_types():
     upgrade_help = run_hoist("upgrade", "--help", env={"COLUMNS": "80"}, check=0).stdout
     assert "  --keep N (default: 3)" in upgrade_help
     assert "  --threads N (1-64)" in upgrade_help
-    assert "  --reboot never|if-needed|always (default: never)" in upgrade_help
+    assert "  --reboot never|if-needed|always|delegate (default: never)" in upgrade_help
 
 
 def test_each_command_s_help_has_examples_and_its_exit_status():

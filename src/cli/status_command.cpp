@@ -113,11 +113,14 @@ class StatusCommand final : public Command {
       staged_complete.push_back(state.staged && installer->has_complete(state.staged->version));
     }
     if (m_json) {
-      nlohmann::json out{{"host_root", context.root().path().string()},
+      // docs/schemas/status.schema.json: its version, then the host's components without their state files' own.
+      nlohmann::json out{{"schema_version", 1},
+                         {"host_root", context.root().path().string()},
                          {"state_dir", store.state_dir()},
                          {"components", nlohmann::json::array()}};
       for (size_t i = 0; i < states.size(); ++i) {
         auto component = nlohmann::json::parse(to_json_text(states[i]));
+        component.erase("schema");  // the state file's format, not this output's
         if (states[i].staged) {
           component["staged"]["complete"] = static_cast<bool>(staged_complete[i]);
         }

@@ -27,7 +27,8 @@ class VersionCommand final : public Command {
     const auto libraries = linked_library_versions();
     const BuildInfo build = build_info();
     if (m_json) {
-      nlohmann::json out{{"hoist", hoist_version()},
+      nlohmann::json out{{"schema_version", 1},  // docs/schemas/version.schema.json
+                         {"hoist", hoist_version()},
                          {"commit", build.commit},
                          {"build_date", build.date},
                          {"architecture", build.architecture},
