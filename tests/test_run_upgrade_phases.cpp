@@ -223,7 +223,9 @@ TEST_CASE("verify refuses a payload whose sha256 does not match with exit code 5
   const auto before = h.snapshot();
   const auto [code, message] = error_of([&] { run.verify(); });
   CHECK(code == ExitCode::verification);
-  CHECK(message == "checksum mismatch for 'bin/app': expected " + wrong + ", got " + std::string(k_sha_one));
+  // The component, its payload and the sums file named before what differs.
+  CHECK(message == "app: " + v1.string() + " does not verify against " + (h.dir / "SHA256SUMS").string() +
+                       ": checksum mismatch for 'bin/app': expected " + wrong + ", got " + std::string(k_sha_one));
   // A first install: no state to record the failure in, no destination made.
   CHECK(h.snapshot() == before);
   CHECK_FALSE(fs::exists(h.host / "opt"));
