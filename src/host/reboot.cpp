@@ -4,9 +4,7 @@
 #include <sys/reboot.h>
 #include <unistd.h>
 
-#include <fcntl.h>
 #include <sdbus-c++/sdbus-c++.h>
-
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -14,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "hoist/host/interrupted.hpp"
-#include "hoist/sys/atomic_file.hpp"
 #include "hoist/sys/stop_signals.hpp"
 #include "hoist/sys/system_bus.hpp"
 #include "hoist/util/error.hpp"
@@ -255,38 +252,18 @@ void wait_for_reboot(std::chrono::steady_clock::time_point deadline, std::string
   }
 }
 
-namespace {
-
-// (the sentinel's directory, its name)
-std::pair<std::string, std::string> split_host_path(const std::string& host_path) {
-  const auto slash = host_path.rfind('/');
-  return {slash == 0 ? "/" : host_path.substr(0, slash), host_path.substr(slash + 1)};
-}
-
-}  // namespace
-
 void write_reboot_sentinel(const HostRoot& root, const std::string& host_path, std::string_view text) {
-  const auto [dir, name] = split_host_path(host_path);
-  const std::string doing = "failed to write the reboot sentinel " + root.display(host_path);
-  if (auto made = root.make_directories(dir, 0755); !made) {
-    throw Failure(doing + ": " + made.error().message);
-  }
-  auto dirfd = root.open(dir, O_RDONLY | O_DIRECTORY);
-  if (!dirfd) {
-    throw Failure(doing + ": " + dirfd.error().message);
-  }
-  if (auto written = write_file_atomic(dirfd->get(), name, text, 0644, root.display(host_path)); !written) {
-    throw Failure(doing + ": " + written.error().message);
+  if (auto written = root.replace_file(host_path, text, 0644); !written) {
+    throw Failure("failed to write the reboot sentinel " + root.display(host_path) + ": " + written.error().message);
   }
 }
 
 Expected<void> remove_reboot_sentinel(const HostRoot& root, const std::string& host_path) {
-  const auto [dir, name] = split_host_path(host_path);
-  auto dirfd = root.open(dir, O_PATH | O_DIRECTORY);
-  if (!dirfd) {
-    return dirfd.error();
+  auto parent = root.open_parent(host_path);
+  if (!parent) {
+    return parent.error();
   }
-  if (::unlinkat(dirfd->get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+  if (::unlinkat(parent->first.get(), parent->second.c_str(), 0) != 0 && errno != ENOENT) {
     return sys_error("remove " + root.display(host_path));
   }
   return {};

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 
 #include "hoist/model/state_update.hpp"
-#include "hoist/sys/atomic_file.hpp"
 #include "hoist/util/error.hpp"
 
 namespace hoist {
@@ -49,6 +48,7 @@ std::string node_metrics_text(const std::vector<ComponentState>& states, const R
     const char* type;
     const char* help;
     std::string (*value)(const ComponentState&);
+    bool by_command = false;  ///< also labelled with the command of the component's last result
   };
   static const Gauge k_gauges[] = {
       {"hoist_rollbacks_total", "counter", "Rollbacks that switched a component back, per component.",
@@ -62,7 +62,8 @@ std::string node_metrics_text(const std::vector<ComponentState>& states, const R
                                     outcome == outcome::k_rebooting
                                 ? "1"
                                 : "0");
-       }},
+       },
+       true},
       {"hoist_component_quarantined_versions", "gauge",
        "Versions of a component that a rollback left, which upgrade refuses.",
        [](const ComponentState& s) { return std::to_string(s.quarantined.size()); }},
@@ -79,7 +80,7 @@ std::string node_metrics_text(const std::vector<ComponentState>& states, const R
     text += std::string("# HELP ") + gauge.name + " " + gauge.help + "\n# TYPE " + gauge.name + " " + gauge.type + "\n";
     for (const ComponentState& state : states) {
       std::string labels = "component=\"" + prometheus_label_value(state.component) + "\"";
-      if (std::string_view(gauge.name) == "hoist_component_last_success" && state.last_result) {
+      if (gauge.by_command && state.last_result) {
         labels += ",command=\"" + prometheus_label_value(state.last_result->command) + "\"";
       }
       text += std::string(gauge.name) + "{" + labels + "} " + gauge.value(state) + "\n";
@@ -89,21 +90,9 @@ std::string node_metrics_text(const std::vector<ComponentState>& states, const R
 }
 
 void write_node_metrics(const HostRoot& root, const std::string& host_path, std::string_view text) {
-  const auto slash = host_path.rfind('/');
-  const std::string dir = slash == 0 ? "/" : host_path.substr(0, slash);
-  const std::string name = host_path.substr(slash + 1);
-  auto made = root.make_directories(dir, 0755);
-  if (!made) {
-    throw Failure("failed to write the metrics file: " + made.error().message);
-  }
-  // O_PATH descriptors cannot be fsynced; reopen the directory for the write (as StateStore::save).
-  auto dirfd = root.open(dir, O_RDONLY | O_DIRECTORY);
-  if (!dirfd) {
-    throw Failure("failed to write the metrics file: " + dirfd.error().message);
-  }
   // No sweep of stale temporaries here: the directory is shared with other writers, and this write happens after
   // the run's lock is released. A temporary a killed run left is not named *.prom, so the collector ignores it.
-  if (auto written = write_file_atomic(dirfd->get(), name, text, 0644, root.display(host_path)); !written) {
+  if (auto written = root.replace_file(host_path, text, 0644); !written) {
     throw Failure("failed to write the metrics file: " + written.error().message);
   }
 }

@@ -10,6 +10,7 @@
 #include <deque>
 #include <vector>
 
+#include "hoist/sys/atomic_file.hpp"
 #include "hoist/util/file_io.hpp"
 #include "hoist/util/text.hpp"
 
@@ -167,6 +168,24 @@ Expected<std::string> HostRoot::read_file(std::string_view host_path, size_t max
     return fd.error();
   }
   return read_fd(fd->get(), display(host_path), max_bytes);
+}
+
+Expected<void> HostRoot::replace_file(std::string_view host_path, std::string_view data, mode_t mode) const {
+  if (const size_t slash = host_path.rfind('/'); slash != std::string_view::npos && slash > 0) {
+    if (auto made = make_directories(host_path.substr(0, slash)); !made) {
+      return made.error();
+    }
+  }
+  auto parent = open_parent(host_path);
+  if (!parent) {
+    return parent.error();
+  }
+  // An O_PATH descriptor cannot be fsynced: the same directory again, for reading.
+  Fd dir(::openat(parent->first.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) {
+    return sys_error("open the directory of " + in_quotes(display(host_path)));
+  }
+  return write_file_atomic(dir.get(), parent->second, data, mode, display(host_path));
 }
 
 // The fallback for kernels without openat2: resolve one component at a time,

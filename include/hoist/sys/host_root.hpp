@@ -71,6 +71,11 @@ class HostRoot {
   /// `/opt/a` when `/srv/b` is a link to `/opt/a`.
   [[nodiscard]] Expected<std::string> resolve(std::string_view host_path, Follow follow) const;
 
+  /// Replaces the file at `host_path` with `data` through write_file_atomic() (a fsynced temporary renamed over
+  /// it, then the directory fsynced: a reader never sees half a file), its directory made when missing. Errors
+  /// name the path as display() shows it.
+  [[nodiscard]] Expected<void> replace_file(std::string_view host_path, std::string_view data, mode_t mode) const;
+
   /// `mkdir -p` inside the root; returns the final directory opened O_DIRECTORY.
   [[nodiscard]] Expected<Fd> make_directories(std::string_view host_path, mode_t mode = 0755) const;
 
