@@ -74,9 +74,7 @@ WritableMounts::WritableMounts(const HostRoot& root, const std::vector<std::stri
       continue;
     }
     any = true;
-    if (std::any_of(left_writable.begin(), left_writable.end(), [&](const HeldMount& left) {
-          return left.view == mount.view && left.entry.id == mount.entry.id;
-        })) {
+    if (find_held_mount(left_writable, mount.view, mount.entry.id) != nullptr) {
       spdlog::warn(
           "remount: {} is still writable {} since it could not be put back; it is put back read-only with "
           "this run's other mounts",

@@ -313,6 +313,10 @@ int etcd_member_count(const DatastoreOptions& options, const ServerDatastore& se
   return 0;
 }
 
+std::string snapshot_main_file(const ServerDatastore& server, const DatastoreSnapshot& snapshot) {
+  return snapshot.kind == "sqlite" ? snapshot.path + "/" + base_of(server.location) : snapshot.path;
+}
+
 std::string kept_binary(const std::string& state_dir, const std::string& component, const std::string& version,
                         const std::string& destination) {
   return state_dir + (state_dir.ends_with('/') ? "" : "/") + component + "/" + version + "/" + base_of(destination);

@@ -55,6 +55,10 @@ std::string restore_steps(const ServerDatastore& server, const DatastoreSnapshot
 int etcd_member_count(const DatastoreOptions& options, const ServerDatastore& server,
                       const DatastoreSnapshot* snapshot);
 
+/// The file a restore of `snapshot` reads first, a host path: the SQLite copy's database
+/// (`<snapshot>/state.db`), or etcd's snapshot file itself. A snapshot without it cannot be restored.
+std::string snapshot_main_file(const ServerDatastore& server, const DatastoreSnapshot& snapshot);
+
 /// Where the file kind keeps `version` of `component` (ARCHITECTURE.md, "On-host layout"): the binary a restore of
 /// that version's datastore runs.
 std::string kept_binary(const std::string& state_dir, const std::string& component, const std::string& version,

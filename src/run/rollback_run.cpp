@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <optional>
 
 #include "datastore_snapshot.hpp"
@@ -102,10 +101,7 @@ void restore_datastore(const HostRoot& root, const StateStore& store, HostSteps&
     }
   }
   // A snapshot removed or emptied by hand is refused before the server is stopped.
-  const std::string whole = snapshot->kind == "sqlite"
-                                ? snapshot->path + "/" + std::filesystem::path(server->location).filename().string()
-                                : snapshot->path;
-  if (auto found = root.open(whole, O_PATH | O_NOFOLLOW); !found) {
+  if (auto found = root.open(snapshot_main_file(*server, *snapshot), O_PATH | O_NOFOLLOW); !found) {
     throw Failure("--restore-snapshot: the datastore snapshot of " + target +
                   " is not whole: " + found.error().message + "; nothing was changed");
   }

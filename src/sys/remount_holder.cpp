@@ -138,13 +138,6 @@ std::string restore_all(std::vector<Held>& held) {
   return errors;
 }
 
-// The mount of `left_writable` (seen in `view`) with the id `id`, if any.
-const HeldMount* left_writable_one(const std::vector<HeldMount>& left_writable, MountView view, int id) {
-  const auto it = std::find_if(left_writable.begin(), left_writable.end(),
-                               [&](const HeldMount& m) { return m.view == view && m.entry.id == id; });
-  return it == left_writable.end() ? nullptr : &*it;
-}
-
 [[noreturn]] void helper_main(int command, int report, int proc_fd, const HostRoot& root,
                               const MountNamespace* host_namespace, const std::vector<std::string>& paths,
                               const std::vector<HeldMount>& left_writable) {
@@ -197,7 +190,7 @@ const HeldMount* left_writable_one(const std::vector<HeldMount>& left_writable, 
           throw Failure("failed to make " + entry.describe() + " writable: it is still read-only after the remount (" +
                         entry.fstype + " cannot be written)");
         }
-      } else if (const HeldMount* left = left_writable_one(
+      } else if (const HeldMount* left = find_held_mount(
                      left_writable, host_namespace != nullptr ? MountView::host : MountView::own, entry.id);
                  left != nullptr && !known) {
         // Writable because an earlier holder could not put it back: this one does.
@@ -243,6 +236,12 @@ MountEntry entry_from(const Fields& f) {
 }
 
 }  // namespace
+
+const HeldMount* find_held_mount(const std::vector<HeldMount>& mounts, MountView view, int id) {
+  const auto it = std::find_if(mounts.begin(), mounts.end(),
+                               [&](const HeldMount& m) { return m.view == view && m.entry.id == id; });
+  return it == mounts.end() ? nullptr : &*it;
+}
 
 RemountHolder::RemountHolder(RemountHolder&& other) noexcept
     : m_helper(std::exchange(other.m_helper, -1)),
@@ -364,7 +363,7 @@ Expected<RemountHolder> RemountHolder::engage(const HostRoot& root, const MountN
         local.changed = true;
         local.scope = *scope;
         holder.m_mounts.push_back(local);
-      } else if (const HeldMount* left = left_writable_one(left_writable, MountView::own, own->id);
+      } else if (const HeldMount* left = find_held_mount(left_writable, MountView::own, own->id);
                  left != nullptr && !known) {
         // Our copy, left writable by an earlier holder: put back with this one's.
         auto mount_root = open_mount_root(*own);

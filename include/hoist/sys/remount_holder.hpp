@@ -28,6 +28,9 @@ struct HeldMount {
   RemountScope scope = RemountScope::mount;
 };
 
+/// The mount of `mounts` seen in `view` whose id is `id`, or nullptr.
+const HeldMount* find_held_mount(const std::vector<HeldMount>& mounts, MountView view, int id);
+
 /// Makes the mounts that hold some host paths writable for as long as it
 /// lives, and puts back read-only what it changed: on restore(), on
 /// destruction, and even when this process is killed (SIGKILL included).
