@@ -125,6 +125,15 @@ bool asks_for_json_logs(int argc, char** argv) {
   return json;
 }
 
+// The commands, as an error lists them: "upgrade, stage, …, help".
+std::string command_names(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return names;
+}
+
 // The subcommand the words selected, or nullptr.
 const CLI::App* parsed_subcommand(const CLI::App& app) {
   const auto subcommands = app.get_subcommands({});
@@ -192,7 +201,6 @@ std::string describe_extras(const CLI::App& sub, int argc, char** argv) {
 
 // CLI11 says only "A subcommand is required" for `hoist upgarde`; name the word.
 std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
-  const auto subcommands = app.get_subcommands({});
   const CLI::App* selected = parsed_subcommand(app);
   if (selected != nullptr && dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
     if (std::string extras = describe_extras(*selected, argc, argv); !extras.empty()) {
@@ -212,11 +220,7 @@ std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& err
       }
       continue;
     }
-    std::string known;
-    for (const CLI::App* sub : subcommands) {
-      known += (known.empty() ? "" : ", ") + sub->get_name();
-    }
-    return "unknown command '" + word + "' (commands: " + known + ")";
+    return "unknown command '" + word + "' (commands: " + command_names(app) + ")";
   }
   return error.what();
 }
@@ -398,11 +402,7 @@ class CommandLine {
       }
     }
     setup_logging(LogFormat::text, 0);
-    std::string known;
-    for (const CLI::App* sub : m_app.get_subcommands({})) {
-      known += (known.empty() ? "" : ", ") + sub->get_name();
-    }
-    spdlog::error("help: unknown command '{}' (commands: {})", escaped(m_help_topic), known);
+    spdlog::error("help: unknown command '{}' (commands: {})", escaped(m_help_topic), command_names(m_app));
     return static_cast<int>(ExitCode::usage);
   }
 
