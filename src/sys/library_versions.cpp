@@ -9,6 +9,8 @@
 #include <spdlog/version.h>
 #include <yaml.h>
 
+#include <sstream>
+
 #include <CLI/Version.hpp>
 #include <nlohmann/json.hpp>
 
@@ -69,35 +71,42 @@ BuildInfo build_info() {
 std::vector<LibraryVersion> linked_library_versions() {
   const char* mount_version = nullptr;
   mnt_get_library_version(&mount_version);
-  // archive_version_details() also names the compression libraries inside it.
-  std::string archive = archive_version_details();
-  if (archive.starts_with("libarchive ")) {
-    archive.erase(0, 11);
-  }
-  std::string openssl = OpenSSL_version(OPENSSL_VERSION);
-  if (openssl.starts_with("OpenSSL ")) {
-    openssl.erase(0, 8);
-  }
   const char* blkid_version = nullptr;
   blkid_get_library_version(&blkid_version, nullptr);
-  return {
+  std::vector<LibraryVersion> libraries{
       {"glibc", gnu_get_libc_version()},
       {"libstdc++", libstdcxx_version()},
-      {"libarchive", archive},
-      {"openssl", openssl},
-      {"libmount", mount_version != nullptr ? mount_version : "unknown"},
-      {"libblkid", blkid_version != nullptr ? blkid_version : "unknown"},
-      {"libyaml", yaml_get_version_string()},
-      {"libacl", HOIST_LIBACL_VERSION},
-      {"libcap", HOIST_LIBCAP_VERSION},
-      {"libsystemd (sd-bus)", HOIST_LIBSYSTEMD_VERSION},
-      {"sdbus-c++", HOIST_SDBUSCPP_VERSION},
-      {"spdlog", fmt::format("{}.{}.{}", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH)},
-      {"fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
-      {"CLI11", CLI11_VERSION},
-      {"nlohmann-json",
-       fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
   };
+  // archive_version_details() reads "libarchive 3.6.2 zlib/1.2.13 liblzma/5.4.1 bz2lib/1.0.8 …": libarchive, then
+  // each compression library linked into it, each its own entry (bz2lib is libarchive's name for libbz2).
+  std::istringstream details(archive_version_details());
+  std::string word;
+  while (details >> word) {
+    if (word == "libarchive" && details >> word) {
+      libraries.push_back({"libarchive", word});
+    } else if (const auto slash = word.find('/'); slash != std::string::npos) {
+      const std::string name = word.substr(0, slash);
+      libraries.push_back({name == "bz2lib" ? "libbz2" : name, word.substr(slash + 1)});
+    }
+  }
+  libraries.insert(
+      libraries.end(),
+      {
+          {"openssl", OpenSSL_version(OPENSSL_VERSION_STRING)},
+          {"libmount", mount_version != nullptr ? mount_version : "unknown"},
+          {"libblkid", blkid_version != nullptr ? blkid_version : "unknown"},
+          {"libyaml", yaml_get_version_string()},
+          {"libacl", HOIST_LIBACL_VERSION},
+          {"libcap", HOIST_LIBCAP_VERSION},
+          {"libsystemd (sd-bus)", HOIST_LIBSYSTEMD_VERSION},
+          {"sdbus-c++", HOIST_SDBUSCPP_VERSION},
+          {"spdlog", fmt::format("{}.{}.{}", SPDLOG_VER_MAJOR, SPDLOG_VER_MINOR, SPDLOG_VER_PATCH)},
+          {"fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
+          {"CLI11", CLI11_VERSION},
+          {"nlohmann-json", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
+                                        NLOHMANN_JSON_VERSION_PATCH)},
+      });
+  return libraries;
 }
 
 }  // namespace hoist
