@@ -6,6 +6,7 @@ metadata so that a test can prove a refused run left the host exactly as it was.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -107,6 +108,19 @@ def run_hoist(*args, env=None, timeout=120, check=None, input=None, wrapper=()):
     record_output(proc.args, proc.stdout, proc.stderr)
     if check is not None:
         assert result.returncode == check, result
+    return result
+
+
+def run_status(host_root, *args, env=None):
+    """`hoist status ARGS` on host_root, whatever it finds: it exits 0, or 1 exactly when a component it shows needs
+    attention ("needs attention:" in its text, a non-empty "attention" in its JSON)."""
+    result = run_hoist("status", "--host-root", host_root, *args, env=env)
+    assert result.returncode in (0, 1), result
+    if "--json" in args:
+        flagged = any(c["attention"] for c in json.loads(result.stdout)["components"])
+    else:
+        flagged = "\n  needs attention: " in result.stdout
+    assert flagged == (result.returncode == 1), result
     return result
 
 

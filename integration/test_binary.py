@@ -24,10 +24,10 @@ def test_the_binary_is_fully_static():
 
 
 # Every library the static binary links (the -l of its link line, and the C and C++ runtimes), and the
-# header-only ones compiled in (CLI11, nlohmann-json). zlib, liblzma, bzip2, liblz4 and libzstd are named in
-# libarchive's line.
-LINKED = ["glibc", "libstdc++", "libarchive", "openssl", "libmount", "libblkid", "libyaml", "libacl", "libcap",
-          "libsystemd (sd-bus)", "sdbus-c++", "spdlog", "fmt", "CLI11", "nlohmann-json"]
+# header-only ones compiled in (CLI11, nlohmann-json). The compression libraries follow libarchive, which names them.
+LINKED = ["glibc", "libstdc++", "libarchive", "zlib", "liblzma", "libbz2", "liblz4", "libzstd", "openssl", "libmount",
+          "libblkid", "libyaml", "libacl", "libcap", "libsystemd (sd-bus)", "sdbus-c++", "spdlog", "fmt", "CLI11",
+          "nlohmann-json"]
 
 
 def test_version_names_hoist_its_build_and_every_linked_library():
@@ -43,9 +43,10 @@ def test_version_names_hoist_its_build_and_every_linked_library():
     assert data["build_date"] <= datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     assert sorted(data["libraries"]) == sorted(LINKED)
     libraries = data["libraries"]
+    # Each entry is one library's version alone: no library packed into another's, no release date.
+    for name, version in libraries.items():
+        assert re.fullmatch(r"\d+(\.\d+)*", version), (name, version)
     assert libraries["libarchive"].startswith("3.")
-    for inside in ("zlib/", "liblzma/", "bz2lib/", "liblz4/", "libzstd/"):
-        assert inside in libraries["libarchive"]
     assert libraries["openssl"].startswith("3.")
     assert libraries["libmount"].startswith("2.38") and libraries["libblkid"] == libraries["libmount"]
     assert re.fullmatch(r"2\.\d+", libraries["glibc"])
@@ -110,6 +111,38 @@ def test_status_of_an_unknown_component_exits_2_listing_the_known_ones(tmp_path)
                                   f"/var/lib/hoist on the host root {tmp_path})\n"), result.stderr
 
 
+def test_status_shows_when_each_version_came_and_exits_1_while_a_component_needs_attention(tmp_path):
+    def upgrade(version, check):
+        payload = tmp_path / "payload" / version
+        payload.mkdir(parents=True, exist_ok=True)
+        (payload / "f").write_text(version)
+        return run_hoist("upgrade", "--host-root", tmp_path, "--component", "app", "--kind", "tree", "--source",
+                         payload, "--destination", "/opt/app", "--version", version, check=check)
+
+    upgrade("1.0.0", 0)
+    upgrade("1.1.0", 0)
+    upgrade("1.1.0", 0)  # changes nothing: the last run, not the last change
+    state = json.loads((tmp_path / "var/lib/hoist/app/state.json").read_text())
+    installed = [record["installed_at"] for record in state["versions"]]
+    change, last = state["last_change"], state["last_result"]
+    text = run_hoist("status", "--host-root", tmp_path, check=0).stdout
+    assert text == ("app (tree at /opt/app)\n"
+                    "  current:  1.1.0\n"
+                    "  previous: 1.0.0\n"
+                    f"  kept:     1.0.0, installed {installed[0]}\n"
+                    f"            1.1.0, installed {installed[1]}\n"
+                    f"  changed:  upgrade 1.1.0 succeeded at {change['time']}\n"
+                    f"  last:     upgrade 1.1.0 unchanged at {last['time']}\n"), text
+    # A refused downgrade leaves the host as it was, and status says the run needs an operator: a check reads exit 1.
+    upgrade("1.0.0", 3)
+    result = run_hoist("status", "--host-root", tmp_path, check=1)
+    assert result.stdout.endswith("  needs attention: its last run was refused\n"), result.stdout
+    assert json.loads(run_hoist("status", "--json", "--host-root", tmp_path, check=1).stdout)["components"][0][
+        "attention"] == ["its last run was refused"]
+    upgrade("1.2.0", 0)
+    assert "needs attention" not in run_hoist("status", "--host-root", tmp_path, check=0).stdout
+
+
 def test_a_missing_host_root_exits_2_naming_it(tmp_path):
     result = run_hoist("--host-root", tmp_path / "nope", "status", check=2)
     assert f"failed to open host root '{tmp_path}/nope': No such file or directory (--host-root)" in result.stderr
@@ -140,9 +173,10 @@ def test_a_corrupt_state_file_exits_1_naming_it(host_root):
 def test_json_logs_are_one_object_a_line(tmp_path):
     result = run_hoist("--log-format", "json", "status", "--component", "x", "--host-root", tmp_path, check=2)
     lines = [json.loads(line) for line in result.stderr.splitlines()]
-    assert lines[-1]["level"] == "error"
-    assert "--component: no component 'x' in hoist's state" in lines[-1]["msg"]
-    assert lines[-1]["time"].endswith("Z")
+    assert lines[-2]["level"] == "error"
+    assert "--component: no component 'x' in hoist's state" in lines[-2]["msg"]
+    assert lines[-2]["time"].endswith("Z")
+    assert (lines[-1]["exit_code"], lines[-1]["outcome"]) == (2, "usage")
 
 
 LOG_LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: "

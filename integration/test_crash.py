@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOIST_BIN, record_output, run_hoist, run_recorded
+from conftest import HOIST_BIN, record_output, run_hoist, run_recorded, run_status
 from dbus_harness import system_bus  # noqa: F401 (a fixture: the sysext kind's refresh goes to its systemd double)
 from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
 
@@ -337,7 +337,7 @@ def installed_and_copied(host_root, kind, tmp_path, **args):
 
 
 def status_of(host_root, component):
-    result = run_hoist("status", "--host-root", host_root, "--component", component, "--json", check=0)
+    result = run_status(host_root, "--component", component, "--json")
     return json.loads(result.stdout)["components"][0]
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOIST_BIN, run_hoist, run_recorded, tree_manifest
+from conftest import HOIST_BIN, run_hoist, run_recorded, run_status, tree_manifest
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from payloads import rollback, state_of, upgrade
 
@@ -216,7 +216,7 @@ def test_a_failed_upgrade_of_a_sqlite_server_restores_the_copy_taken_with_the_se
     assert snapshot["from"] == V1 and snapshot["to"] == V3 and snapshot["kind"] == "sqlite"
     assert snapshot["path"] == f"/var/lib/hoist/k3s/datastore/hoist-{V1}-to-{V3}"
     assert snapshot["how"] == "copied /var/lib/rancher/k3s/server/db/state.db with k3s.service stopped"
-    status = run_hoist("status", "--host-root", server_root, check=0).stdout
+    status = run_status(server_root).stdout
     assert f"  datastore snapshot of {V1} (before {V3}, sqlite): {snapshot['path']}, taken at " in status
 
 
@@ -240,7 +240,7 @@ def test_without_a_snapshot_a_failed_minor_upgrade_is_kept_and_says_how_to_go_ba
     assert state["kept_for_datastore"]["version"] == V3
     assert state["owed_health_checks"] == ["exec:/usr/local/bin/k3s server --check"]
     assert not state["quarantined"]
-    status = run_hoist("status", "--host-root", server_root, check=0).stdout
+    status = run_status(server_root).stdout
     assert f"  kept {V3} since " in status and ", not switched back: " in status
 
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import HOIST_BIN, SANITIZER_ENV, run_hoist, tree_manifest
+from conftest import HOIST_BIN, SANITIZER_ENV, run_hoist, run_status, tree_manifest
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from fake_apiserver import NODE_API, Cluster, FakeApiServer
 from prepare_harness import can_fake_service_account, make_service_account, pki  # noqa: F401 (a fixture)
@@ -126,7 +126,7 @@ def test_a_unit_that_fails_after_its_restart_is_rolled_back_and_restarted_on_the
 
 
 def status_of(host_root, *extra):
-    return run_hoist("--host-root", host_root, "status", *extra, check=0).stdout
+    return run_status(host_root, *extra).stdout
 
 
 def test_a_unit_that_flaps_never_settles_and_is_rolled_back(host_root, payloads, system_bus):

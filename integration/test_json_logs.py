@@ -1,5 +1,6 @@
-"""--log-format json: every line of stderr is one JSON object, with the run's structured fields (component,
-version, phase, file and byte counts) beside `msg`, and a command line that does not parse is one of them too."""
+"""--log-format json: every line of stderr is one JSON object, with the run's structured fields (command,
+component, version, phase, file and byte counts) beside `msg`, and a command line that does not parse is one of them
+too (test_json_schemas validates the lines against docs/schemas/log-line.schema.json)."""
 
 import json
 import re
@@ -33,8 +34,9 @@ def test_upgrade_lines_carry_component_version_phase_and_counts(host_root, tmp_p
     lines = json_lines(upgrade(host_root, *tree_args(v1, "1.0.0"), check=0).stderr)
     for line in lines:
         assert set(line) >= {"time", "level", "msg"}
+    # The lock is the run's, no phase's: it carries the run's fields alone.
     lock = line_with(lines, "lock taken")
-    assert set(lock) == {"time", "level", "msg"}
+    assert set(lock) == {"schema_version", "time", "level", "msg", "command", "component", "version"}
     gate = line_with(lines, "gate: app: nothing installed -> 1.0.0")
     assert (gate["component"], gate["version"], gate["phase"]) == ("app", "1.0.0", "gate")
     staged = line_with(lines, "app: staged 1.0.0")

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_hoist, tree_manifest
+from conftest import run_hoist, run_status, tree_manifest
 from payloads import (host_read, make_keys, make_tree, manifest_without, rollback, state_of, upgrade,
                       write_sha256sums)
 
@@ -124,7 +124,7 @@ def test_a_switch_that_cannot_be_undone_is_named_and_the_next_run_records_it(hos
         assert state["current"] == "1.0.0" and state["switching"]["to"] == "1.1.0", state
         assert stuck in state["last_result"]["message"]
     # What the host has is what status shows, and SUC's next pod finishes the run.
-    status = run_hoist("status", "--host-root", host_root, check=0)
+    status = run_status(host_root)
     assert "app: the state said 1.0.0, the host has 1.1.0: a run stopped after its switch" in status.stderr
     rerun = upgrade(host_root, "--manifest", m2, check=0)
     assert "gate: app: already at 1.1.0, nothing to do" in rerun.stderr

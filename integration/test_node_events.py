@@ -105,6 +105,18 @@ def test_upgrade_failure_and_rollback_each_post_one_event_on_the_node(host_root,
     assert len(cluster.requests) == 4
 
 
+def test_a_re_run_that_changes_nothing_posts_no_event(host_root, payloads, cluster, server, account):
+    # SUC runs the Job again after a reboot, a retried pod, a Plan applied twice: the node's Events say what
+    # changed, not that nothing did. Its log and termination message still say it.
+    _, v2 = payloads
+    in_pod(account, server.port, host_root, "upgrade", *tree_args(v2, "2.0.0"), check=0)
+    again = in_pod(account, server.port, host_root, "upgrade", *tree_args(v2, "2.0.0"), check=0)
+    assert " info: nothing to do\n" in again.stderr and "event" not in again.stderr
+    assert [e["note"] for e in cluster.events] == [
+        "hoist upgrade: succeeded; app: nothing installed -> 2.0.0 (first install)"]
+    assert len(cluster.requests) == 1
+
+
 def test_a_stage_posts_staged_and_a_refused_stage_posts_stage_failed(host_root, payloads, cluster, server, account):
     # A Plan's prepare step: its refusal is an Event before SUC cordons the node.
     v1, v2 = payloads

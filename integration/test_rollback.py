@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import run_hoist, tree_manifest
+from conftest import run_hoist, run_status, tree_manifest
 from payloads import host_read, make_tree, read_tree, rollback, state_of, upgrade
 
 
@@ -230,9 +230,9 @@ def test_a_version_rolled_back_from_is_quarantined_until_the_operator_asks_for_i
     assert tree_manifest(host_root / "opt/app") == before
     assert os.readlink(host_root / "opt/app/current") == "1.0.0"
 
-    text = run_hoist("status", "--host-root", host_root, check=0).stdout
+    text = run_status(host_root).stdout
     assert f"  quarantined: 1.1.0 since {since} (rolled back to 1.0.0)\n" in text
-    status = json.loads(run_hoist("status", "--host-root", host_root, "--json", check=0).stdout)
+    status = json.loads(run_status(host_root, "--json").stdout)
     assert status["components"][0]["quarantined"][0]["version"] == "1.1.0"
 
     # A newer version is accepted, and the quarantine of 1.1.0 stays.

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
-from conftest import run_hoist
+from conftest import run_hoist, run_status
 from payloads import state_of, upgrade
 from test_restart_reboot import finish, spawn
 from test_sysext import extension_tree, needs_loop, squashfs, sysext_args
@@ -95,7 +95,7 @@ def test_an_extension_systemd_skips_is_switched_back_and_quarantined(host_root, 
     # The same upgrade again is refused by the quarantine, naming why.
     again = upgrade(host_root, *sysext_args(tree(tmp_path, "1.1"), "1.1", DEST), env=OWN, check=3)
     assert "tools: refusing 1.1: it is quarantined since" in again.stderr and why in again.stderr
-    status = json.loads(run_hoist("--host-root", host_root, "status", "--json", check=0).stdout)
+    status = json.loads(run_status(host_root, "--json").stdout)
     assert status["components"][0]["quarantined"][0]["reason"] == why
 
 

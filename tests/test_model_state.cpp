@@ -28,7 +28,8 @@ ComponentState sample() {
   s.current = "v1.30.1+k3s1";
   s.previous = "v1.29.5+k3s1";
   s.versions = {{"v1.29.5+k3s1", "2026-11-01T10:00:00Z"}, {"v1.30.1+k3s1", "2026-11-21T10:00:00Z"}};
-  s.last_result = hoist::LastResult{"upgrade", "succeeded", "v1.30.1+k3s1", "2026-11-21T10:00:00Z", ""};
+  s.last_result = hoist::LastResult{"upgrade", "unchanged", "v1.30.1+k3s1", "2026-11-22T10:00:00Z", ""};
+  s.last_change = hoist::LastResult{"upgrade", "succeeded", "v1.30.1+k3s1", "2026-11-21T10:00:00Z", ""};
   s.boot_id = "0b1c2d3e-0000-4000-8000-000000000000";
   s.pending_reboot = hoist::PendingReboot{"v1.30.1+k3s1", s.boot_id, "2026-11-21T10:00:01Z"};
   s.rollbacks = 2;
@@ -52,6 +53,7 @@ TEST_CASE("a saved state loads back field for field", "[state]") {
   REQUIRE(loaded.has_value());
   CHECK(hoist::to_json_text(*loaded) == hoist::to_json_text(sample()));
   CHECK(loaded->rollbacks == 2);
+  CHECK((loaded->last_change == sample().last_change && loaded->last_change != loaded->last_result));
   CHECK(loaded->rollback->owed_restarts == std::vector<std::string>{"k3s.service"});
   CHECK((loaded->rollback->plan == "k3s-rollback" && loaded->rollback->plan_hash == "4a1f"));
   CHECK((loaded->last_rollback->to == "v1.30.1+k3s1" && loaded->last_rollback->plan_hash == "39c0"));
@@ -205,6 +207,19 @@ TEST_CASE("a rollback intent keeps its reason, and one without a reason writes n
   CHECK((loaded.rollback->from == "v1.30.1+k3s1" && loaded.rollback->reason.empty()));
   // The intent writes no plan of its own when it has none (last_rollback and staged write theirs).
   CHECK_FALSE(nlohmann::json::parse(plain).at("rollback").contains("plan"));
+}
+
+TEST_CASE("a state from before the last change was recorded has none, and writes none", "[state]") {
+  auto state = sample();
+  state.last_change.reset();
+  const std::string text = hoist::to_json_text(state);
+  CHECK(text.find("last_change") == std::string::npos);
+  CHECK_FALSE(hoist::parse_state(text, "s").last_change);
+  state.last_change = hoist::LastResult{"upgrade", "succeeded", "1", "2026-11-25T00:00:00Z", ""};
+  auto bad = nlohmann::json::parse(hoist::to_json_text(state));
+  bad["last_change"].erase("outcome");
+  CHECK_THROWS_WITH(hoist::parse_state(bad.dump(), "s"),
+                    Catch::Contains("corrupt state file 's' in 'last_change': field 'outcome' must be a string"));
 }
 
 TEST_CASE("a state from before rollbacks were recorded has no last rollback", "[state]") {

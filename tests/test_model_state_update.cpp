@@ -253,3 +253,21 @@ TEST_CASE("a switch back replaces the restarts the version it leaves owed, and m
   CHECK(state.quarantined.empty());
   CHECK(state.rollbacks == 1);
 }
+
+TEST_CASE("the last change is the last result of a run that changed what runs, never of one that did not",
+          "[state_update]") {
+  hoist::ComponentState state;
+  hoist::set_last_result(state, "upgrade", hoist::outcome::k_succeeded, "1.1.0");
+  REQUIRE(state.last_change);
+  CHECK(state.last_change == state.last_result);
+  const auto change = *state.last_change;
+  hoist::set_last_result(state, "upgrade", hoist::outcome::k_unchanged, "1.1.0");
+  hoist::set_last_result(state, "upgrade", hoist::outcome::k_refused, "1.0.0", "refusing to downgrade");
+  hoist::set_last_result(state, "stage", hoist::outcome::k_succeeded, "1.2.0", "staged");
+  CHECK(state.last_change == change);
+  CHECK(state.last_result->command == "stage");
+  hoist::set_last_result(state, "upgrade", hoist::outcome::k_rolled_back, "1.2.0", "health check failed");
+  CHECK(state.last_change->outcome == "rolled-back");
+  hoist::set_last_result(state, "rollback", hoist::outcome::k_succeeded, "1.0.0");
+  CHECK((state.last_change->command == "rollback" && state.last_change->version == "1.0.0"));
+}

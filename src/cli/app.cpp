@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -306,10 +307,26 @@ void write_outcome(const Context& context, const Command& command, const std::st
     write_metrics(context, name, code);
     const std::vector<std::string> summary = beyond_error(command.summary(), error);
     write_termination(context.env, name, code, error, summary);
-    if (const auto event = outcome_event(name, code, error, summary, command.rolled_back())) {
+    // A re-run that changed nothing says so in its log and termination message; an Event would only repeat the last.
+    const bool quiet = code == ExitCode::ok && command.changed_nothing();
+    if (const auto event = outcome_event(name, code, error, summary, command.rolled_back()); event && !quiet) {
       tell_node(context, *event);
     }
   }
+}
+
+std::vector<LogField> run_log_fields(const Context& context, const Command& command) {
+  std::vector<LogField> fields;
+  if (!context.suc.plan_name.empty()) {
+    fields.emplace_back("plan", context.suc.plan_name);
+  }
+  if (!context.suc.node_name.empty()) {
+    fields.emplace_back("node", context.suc.node_name);
+  }
+  for (auto& field : command.log_fields(context)) {
+    fields.push_back(std::move(field));
+  }
+  return fields;
 }
 
 int run(Command& command, Context& context) {
@@ -441,24 +458,32 @@ int main(int argc, char** argv) {
   }
   Context& context = line.context;
   setup_logging(line.log.format, line.log.verbosity);
-  const auto [selected, name] = line.selected();
+  Command* selected = nullptr;
+  std::string name;
+  std::tie(selected, name) = line.selected();
+  // Every JSON log line of the run, its error and its last line too, carries the command, and once the SUC
+  // environment is read the Plan, the node and the command line's component and version.
+  const LogFields command_field{{"command", name}};
+  std::optional<LogFields> run_fields;
+  const auto finish = [&](ExitCode code, const std::string& error) {
+    write_outcome(context, *selected, name, code, error);
+    log_exit(line.log.format, code);
+    return static_cast<int>(code);
+  };
   try {
     context.env = process_environment();
     context.suc = SucContext::load(context.env);
+    run_fields.emplace(run_log_fields(context, *selected));
     for (const std::string& warning : context.suc.warnings) {
       spdlog::warn("{} (skipped: hoist reads no pod label or annotation)", warning);
     }
-    const int code = run(*selected, context);
-    write_outcome(context, *selected, name, static_cast<ExitCode>(code), "");
-    return code;
+    return finish(static_cast<ExitCode>(run(*selected, context)), "");
   } catch (const Error& e) {
     spdlog::error("{}", e.what());
-    write_outcome(context, *selected, name, e.code(), e.what());
-    return static_cast<int>(e.code());
+    return finish(e.code(), e.what());
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    write_outcome(context, *selected, name, ExitCode::failed, e.what());
-    return static_cast<int>(ExitCode::failed);
+    return finish(ExitCode::failed, e.what());
   }
 }
 

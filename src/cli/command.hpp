@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hoist/util/exit_code.hpp"
+#include "hoist/util/log_fields.hpp"
 
 namespace CLI {
 class App;
@@ -36,6 +37,11 @@ class Command {
   [[nodiscard]] virtual bool reports_outcome() const { return false; }
   /// What the run decided, one line a component, for the termination message (after run(), also after a throw).
   [[nodiscard]] virtual std::vector<std::string> summary() const { return {}; }
+  /// The fields its command line gives every JSON log line of the run (`component` and `version` when it names one
+  /// of each), the error line too; the phases add their own.
+  [[nodiscard]] virtual std::vector<LogField> log_fields(const Context& /*context*/) const { return {}; }
+  /// Whether the run found nothing to change and nothing owed: it posts no node Event (docs/observability.md).
+  [[nodiscard]] virtual bool changed_nothing() const { return false; }
   /// What the run switched back by itself (a failed health check), one line a component, for the node's event.
   [[nodiscard]] virtual std::vector<std::string> rolled_back() const { return {}; }
 };

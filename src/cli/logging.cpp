@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <ctime>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -16,8 +18,8 @@ namespace hoist::cli {
 
 namespace {
 
-// One JSON object a line: {"time":"...Z","level":"info","msg":"...", and the LogFields in force}.
-// nlohmann does the escaping, so any message bytes give valid JSON.
+// One JSON object a line: {"schema_version":1,"time":"...Z","level":"info","msg":"...", and the LogFields in force}
+// (docs/schemas/log-line.schema.json). nlohmann does the escaping, so any message bytes give valid JSON.
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
@@ -31,11 +33,12 @@ class JsonFormatter final : public spdlog::formatter {
     const size_t n = std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
     std::snprintf(stamp + n, sizeof stamp - n, ".%03dZ", static_cast<int>(millis));
     const auto level = spdlog::level::to_string_view(msg.level);
-    nlohmann::json line{{"time", stamp},
+    nlohmann::json line{{"schema_version", 1},
+                        {"time", stamp},
                         {"level", std::string(level.data(), level.size())},
                         {"msg", std::string(msg.payload.data(), msg.payload.size())}};
     for (const auto& [name, value] : LogFields::current()) {
-      if (name != "time" && name != "level" && name != "msg") {
+      if (name != "schema_version" && name != "time" && name != "level" && name != "msg") {
         std::visit([&line, &name = name](const auto& v) { line[name] = v; }, value);
       }
     }
@@ -60,6 +63,17 @@ void setup_logging(LogFormat format, int verbosity) {
                                      : spdlog::level::info);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
+}
+
+void log_exit(LogFormat format, ExitCode code) {
+  if (format != LogFormat::json) {
+    return;
+  }
+  const char* names[] = {"ok", "failed", "usage", "refused", "lock-timeout", "verification"};
+  const auto number = static_cast<std::uint64_t>(code);
+  const char* outcome = number < std::size(names) ? names[number] : "unknown";
+  const LogFields fields{{"exit_code", number}, {"outcome", std::string(outcome)}};
+  spdlog::info("exit {} ({})", number, outcome);
 }
 
 ProgressStyle progress_style_for_stderr(LogFormat format) {

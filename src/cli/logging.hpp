@@ -1,6 +1,7 @@
 #pragma once
 
 #include "hoist/run/progress_reporter.hpp"
+#include "hoist/util/exit_code.hpp"
 
 namespace hoist::cli {
 
@@ -18,6 +19,10 @@ struct LogOptions {
 /// info and up, 1 debug, 2 and more trace. The logger is synchronous: hoist
 /// must stay single-threaded until it has entered the host's mount namespace.
 void setup_logging(LogFormat format, int verbosity);
+
+/// The JSON log format's last line of a run: `exit_code` and `outcome` (the exit code's name) beside the run's
+/// fields. The text format writes none: its last line is the error, or what the run did.
+void log_exit(LogFormat format, ExitCode code);
 
 /// How `hoist upgrade` shows its progress: a live bar when stderr is a terminal and the logs are text (a bar
 /// redrawn in place would break JSON lines); else log lines.

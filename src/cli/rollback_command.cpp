@@ -43,6 +43,13 @@ class RollbackCommand final : public Command {
   }
 
   [[nodiscard]] bool reports_outcome() const override { return true; }
+  [[nodiscard]] std::vector<LogField> log_fields(const Context& /*context*/) const override {
+    std::vector<LogField> fields{{"component", m_options.component}};
+    if (!m_options.to.empty()) {
+      fields.emplace_back("version", m_options.to);
+    }
+    return fields;
+  }
   [[nodiscard]] std::vector<std::string> summary() const override {
     return {m_options.component + (m_options.to.empty() ? ": back one version" : ": back to " + m_options.to)};
   }

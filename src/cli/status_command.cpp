@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "hoist/model/context.hpp"
 #include "hoist/model/state.hpp"
+#include "hoist/model/state_update.hpp"
 #include "hoist/run/host_truth.hpp"
 #include "hoist/util/error.hpp"
 
@@ -12,21 +13,60 @@ namespace hoist::cli {
 
 namespace {
 
+// Why a component needs an operator, each reason one phrase; none when it is as its last run meant it to be.
+// `status` exits 1 when any shown component has one (docs/observability.md, "status").
+std::vector<std::string> attention(const ComponentState& state) {
+  std::vector<std::string> reasons;
+  if (state.last_result) {
+    const auto& outcome = state.last_result->outcome;
+    if (outcome == outcome::k_failed || outcome == outcome::k_refused || outcome == outcome::k_rolled_back) {
+      reasons.push_back("its last run " + std::string(outcome == outcome::k_refused ? "was refused" : "failed"));
+    }
+  }
+  if (!state.owed_restarts.empty()) {
+    reasons.emplace_back("restarts are owed");
+  }
+  if (!state.owed_health_checks.empty()) {
+    reasons.emplace_back("health checks are owed");
+  }
+  if (state.kept_for_datastore) {
+    reasons.emplace_back("a failed version is kept for its datastore");
+  }
+  return reasons;
+}
+
+std::string joined(const std::vector<std::string>& items, const char* separator) {
+  std::string text;
+  for (const auto& item : items) {
+    text += (text.empty() ? "" : separator) + item;
+  }
+  return text;
+}
+
+void print_result(const char* label, const LastResult& r) {
+  std::printf("  %-9s %s %s %s at %s%s%s\n", label, r.command.c_str(), r.version.c_str(), r.outcome.c_str(),
+              r.time.c_str(), r.message.empty() ? "" : ": ", r.message.c_str());
+}
+
 void print_text(const ComponentState& state, bool staged_complete) {
   std::printf("%s (%s at %s)\n", state.component.c_str(), state.kind.c_str(), state.destination.c_str());
   std::printf("  current:  %s\n", state.current.empty() ? "(none)" : state.current.c_str());
   if (!state.previous.empty()) {
     std::printf("  previous: %s\n", state.previous.c_str());
   }
-  std::string kept;
-  for (const auto& record : state.versions) {
-    kept += (kept.empty() ? "" : ", ") + record.version;
+  if (state.versions.empty()) {
+    std::printf("  kept:     (none)\n");
   }
-  std::printf("  kept:     %s\n", kept.empty() ? "(none)" : kept.c_str());
+  for (size_t i = 0; i < state.versions.size(); ++i) {  // oldest first, each with when it was installed
+    std::printf("  %-9s %s, installed %s\n", i == 0 ? "kept:" : "", state.versions[i].version.c_str(),
+                state.versions[i].installed_at.c_str());
+  }
+  // The last change apart from the last run: a re-run that changed nothing does not hide when the version came.
+  if (state.last_change && state.last_change != state.last_result) {
+    print_result("changed:", *state.last_change);
+  }
   if (state.last_result) {
-    const auto& r = *state.last_result;
-    std::printf("  last:     %s %s %s at %s%s%s\n", r.command.c_str(), r.version.c_str(), r.outcome.c_str(),
-                r.time.c_str(), r.message.empty() ? "" : ": ", r.message.c_str());
+    print_result("last:", *state.last_result);
   }
   for (const auto& q : state.quarantined) {
     std::printf("  quarantined: %s since %s (%s)\n", q.version.c_str(), q.since.c_str(), q.reason.c_str());
@@ -62,6 +102,20 @@ void print_text(const ComponentState& state, bool staged_complete) {
     std::printf("  pending reboot to %s (requested at %s from boot %s)\n", state.pending_reboot->target.c_str(),
                 state.pending_reboot->requested_at.c_str(), state.pending_reboot->boot_id.c_str());
   }
+  if (const auto reasons = attention(state); !reasons.empty()) {
+    std::printf("  needs attention: %s\n", joined(reasons, "; ").c_str());
+  }
+}
+
+// Empty means null in hoist's JSON outputs: "previous": null as "health": null, never "".
+void empty_strings_to_null(nlohmann::json& value) {
+  if (value.is_string() && value.get_ref<const std::string&>().empty()) {
+    value = nullptr;
+  } else if (value.is_structured()) {
+    for (auto& item : value) {
+      empty_strings_to_null(item);
+    }
+  }
 }
 
 class StatusCommand final : public Command {
@@ -75,6 +129,12 @@ class StatusCommand final : public Command {
         "  hoist status\n"
         "  hoist status --component k3s --json\n"
         "  podman run --rm --privileged -v /:/host IMAGE status\n"
+        "\n"
+        "Exit status:\n"
+        "  0  every component shown is as its last run left it, nothing owed\n"
+        "  1  a component needs attention: its last run failed or was refused, restarts or health checks are\n"
+        "     owed, or a failed version is kept for its datastore (each named under \"needs attention\")\n"
+        "  2  bad usage, or --component names no component\n"
         "\n"
         "Files:\n"
         "  /var/lib/hoist/COMPONENT/state.json  what it reads (--state-dir)\n");
@@ -112,6 +172,10 @@ class StatusCommand final : public Command {
       agree_with_host(*installer, state);
       staged_complete.push_back(state.staged && installer->has_complete(state.staged->version));
     }
+    bool needs_attention = false;
+    for (const auto& state : states) {
+      needs_attention = needs_attention || !attention(state).empty();
+    }
     if (m_json) {
       // docs/schemas/status.schema.json: its version, then the host's components without their state files' own.
       nlohmann::json out{{"schema_version", 1},
@@ -124,6 +188,9 @@ class StatusCommand final : public Command {
         if (states[i].staged) {
           component["staged"]["complete"] = static_cast<bool>(staged_complete[i]);
         }
+        component.emplace("last_change", nullptr);  // none yet, or a state from before it was recorded
+        empty_strings_to_null(component);
+        component["attention"] = attention(states[i]);
         out["components"].push_back(std::move(component));
       }
       std::printf("%s\n", out.dump(2).c_str());
@@ -134,7 +201,7 @@ class StatusCommand final : public Command {
         print_text(states[i], staged_complete[i]);
       }
     }
-    return ExitCode::ok;
+    return needs_attention ? ExitCode::failed : ExitCode::ok;
   }
 
  private:

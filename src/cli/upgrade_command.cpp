@@ -306,6 +306,18 @@ class UpgradeCommand final : public Command {
   }
 
   [[nodiscard]] bool reports_outcome() const override { return !m_dry_run; }
+  [[nodiscard]] std::vector<LogField> log_fields(const Context& context) const override {
+    std::vector<LogField> fields;
+    if (!m_spec.name.empty()) {
+      fields.emplace_back("component", m_spec.name);
+    }
+    // --version, else the version SUC gives (munged: '+' spelled '-'); the phases' lines carry the one resolved.
+    if (const std::string& version = m_version.empty() ? context.suc.plan_latest_version : m_version;
+        !version.empty()) {
+      fields.emplace_back("version", version);
+    }
+    return fields;
+  }
   [[nodiscard]] std::vector<std::string> summary() const override {
     std::vector<std::string> lines;
     if (!m_waited.empty()) {
@@ -315,6 +327,7 @@ class UpgradeCommand final : public Command {
     return lines;
   }
   [[nodiscard]] std::vector<std::string> rolled_back() const override { return m_summary.rolled_back; }
+  [[nodiscard]] bool changed_nothing() const override { return m_summary.changed_nothing; }
 
  private:
   static bool is_node_ready(const HealthCheck& check) { return check.kind == HealthCheck::Kind::node_ready; }

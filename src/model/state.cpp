@@ -148,6 +148,12 @@ json optional_object(const std::optional<HealthRecord>& health) {
               {"time", health->time}};
 }
 
+LastResult read_last_result(const json& object, const std::string& where) {
+  const Reader r(object, where);
+  return LastResult{r.string("command"), r.string("outcome"), r.string("version"), r.string("time"),
+                    r.string("message")};
+}
+
 // An optional list of non-empty strings without control characters (`what` they must be, for the message).
 std::vector<std::string> owed_list(const json& document, const Reader& top, const char* key, const char* what) {
   std::vector<std::string> list;
@@ -218,6 +224,9 @@ std::string to_json_text(const ComponentState& state) {
     }
     document["datastore_snapshots"] = snapshots;
   }
+  if (state.last_change) {
+    document["last_change"] = optional_object(state.last_change);
+  }
   if (state.kept_for_datastore) {
     document["kept_for_datastore"] = {{"version", state.kept_for_datastore->version},
                                       {"since", state.kept_for_datastore->since},
@@ -266,9 +275,11 @@ ComponentState parse_state(std::string_view text, std::string_view source) {
     state.versions.push_back({record.string("version"), record.string("installed_at")});
   }
   if (const json& result = top.any("last_result"); !result.is_null()) {
-    const Reader r(result, where + " in 'last_result'");
-    state.last_result = LastResult{r.string("command"), r.string("outcome"), r.string("version"), r.string("time"),
-                                   r.string("message")};
+    state.last_result = read_last_result(result, where + " in 'last_result'");
+  }
+  // Written since the last change was kept apart from the last run; a state from before has none.
+  if (const auto change = document.find("last_change"); change != document.end() && !change->is_null()) {
+    state.last_change = read_last_result(*change, where + " in 'last_change'");
   }
   // Written since owed restarts (and then owed health checks) were recorded; a state from before has none.
   state.owed_restarts = owed_list(document, top, "owed_restarts", "unit names");

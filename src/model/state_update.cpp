@@ -36,6 +36,10 @@ void check_identity(const ComponentState& state, const ComponentSpec& spec) {
 void set_last_result(ComponentState& state, const std::string& command, const std::string& outcome,
                      const std::string& version, const std::string& message) {
   state.last_result = LastResult{command, outcome, version, now_rfc3339(), message};
+  // A staging changes nothing the component runs; an upgrade, a rollback or a switch back that ended does.
+  if (command != "stage" && (outcome == outcome::k_succeeded || outcome == outcome::k_rolled_back)) {
+    state.last_change = state.last_result;
+  }
 }
 
 void forget_version(ComponentState& state, const std::string& version) {

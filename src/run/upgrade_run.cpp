@@ -351,6 +351,7 @@ bool UpgradeRun::gate() {
 }
 
 void UpgradeRun::finish_unchanged() {
+  bool quiet = m_options.host.reboot != RebootPolicy::always;
   for (Work& work : m_works) {
     // Without a state, hoist never installed it: the host stays exactly as another installer left it.
     if (!work.state) {
@@ -358,6 +359,8 @@ void UpgradeRun::finish_unchanged() {
     }
     tidy_up(work);
     const std::string settled = settle_owed(work, *work.state);
+    quiet = quiet && settled.empty() && !work.reboot_settled && work.state->owed_restarts.empty() &&
+            work.state->owed_health_checks.empty() && !work.state->pending_reboot;
     // With restarts still owed, the result stays what it was until after_switch() does them.
     if (!work.reboot_settled && work.state->owed_restarts.empty()) {
       set_last_result(*work.state, m_command, outcome::k_unchanged, work.item.target.text(), settled);
@@ -365,6 +368,9 @@ void UpgradeRun::finish_unchanged() {
     } else if (!settled.empty()) {
       m_store.save(*work.state);
     }
+  }
+  if (m_options.summary != nullptr) {
+    m_options.summary->changed_nothing = quiet;
   }
   // --reboot always; and what an earlier run left owed: its checks were cut short (SIGTERM, a kill) or waited for
   // this boot.

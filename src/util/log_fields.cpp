@@ -13,6 +13,10 @@ LogFields::LogFields(std::initializer_list<LogField> fields) : m_count(fields.si
   t_fields.insert(t_fields.end(), fields.begin(), fields.end());
 }
 
+LogFields::LogFields(const std::vector<LogField>& fields) : m_count(fields.size()) {
+  t_fields.insert(t_fields.end(), fields.begin(), fields.end());
+}
+
 LogFields::~LogFields() {
   t_fields.resize(t_fields.size() - m_count);
 }

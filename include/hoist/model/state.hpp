@@ -23,6 +23,8 @@ struct LastResult {
   std::string version;  ///< the target of that command
   std::string time;     ///< RFC 3339, UTC
   std::string message;  ///< the error, for failures
+
+  bool operator==(const LastResult&) const = default;
 };
 
 /// A reboot hoist asked for and has not yet seen happen.
@@ -136,6 +138,10 @@ struct ComponentState {
   std::string previous;
   std::vector<VersionRecord> versions;  ///< kept versions, oldest first
   std::optional<LastResult> last_result;
+  /// The last result of a run that changed what the component runs (an upgrade or rollback that succeeded, a switch
+  /// back after failed health checks): a later run that changes nothing overwrites last_result, never this. None in
+  /// a state from before it was recorded.
+  std::optional<LastResult> last_change;
   std::string boot_id;  ///< the boot id when the state was last written
   std::optional<PendingReboot> pending_reboot;
   /// The units still to restart for the current version, in order (`systemd-sysext.service` is the sysext

@@ -49,6 +49,9 @@ struct RunSummary {
   /// What the health phase switched back, one line a component, as its state's last result says it
   /// ("app 2.0.0 -> 1.0.0: health check unit:k3s did not pass within 300 s: ..."): the node's event says so.
   std::vector<std::string> rolled_back;
+  /// Set when the run found every component at its target with nothing owed (no restart, check or reboot to finish,
+  /// no --reboot always): such a run posts no node Event, which would only repeat the last one.
+  bool changed_nothing = false;
 };
 
 struct UpgradeOptions {

@@ -20,6 +20,7 @@ using LogField = std::pair<std::string, LogValue>;
 class LogFields {
  public:
   LogFields(std::initializer_list<LogField> fields);
+  explicit LogFields(const std::vector<LogField>& fields);
   LogFields(const LogFields&) = delete;
   LogFields& operator=(const LogFields&) = delete;
   ~LogFields();
