@@ -51,6 +51,7 @@ RUN set -eu; \
 
 # Then the sources: a change in them rebuilds from here on.
 COPY scripts/build scripts/sbom scripts/man-pages scripts/
+COPY docs/manifest.md docs/
 COPY LICENSE CMakeLists.txt ./
 COPY cmake cmake
 COPY include include
@@ -59,7 +60,8 @@ COPY src src
 # but without the debug info that strip would drop anyway (a faster compile).
 # The context has no .git: the commit comes from scripts/image, for `hoist
 # version`. It is the last commit that changed what this file builds from, so
-# a commit that changed only tests or docs reuses this layer.
+# a commit that changed only tests or docs reuses this layer (docs/manifest.md
+# aside: hoist.json(5) is written from it, by the build and below).
 ARG HOIST_REVISION=unknown
 RUN set -eu; \
     HOIST_BUILD_DIR=/build scripts/build -DHOIST_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -85,7 +87,13 @@ RUN set -eu; \
         --prefix "$(cat /doc/.deps-prefix)" --libs "$(cat /doc/.libs)" \
         --sbom /doc/hoist.spdx.json --notices /doc/THIRD_PARTY_NOTICES \
         --arch "$(sed -n 1p /doc/.sbom-args)" --cxx "$(sed -n 2p /doc/.sbom-args)"; \
-    rm /doc/.deps-prefix /doc/.libs /doc/.sbom-args
+    rm /doc/.deps-prefix /doc/.libs /doc/.sbom-args; \
+    run=; [ -z "$HOIST_TARGET_ARCH" ] || run=qemu-aarch64-static; \
+    HOIST_MAN_RUNNER="$run" scripts/man-pages /hoist /man "$HOIST_VERSION"; \
+    mkdir -p /share/doc /share/man /share/bash-completion/completions /share/zsh/vendor-completions; \
+    mv /doc /share/doc/hoist; mv /man/man5 /man/man8 /share/man/; \
+    mv /man/completion/hoist.bash /share/bash-completion/completions/hoist; \
+    mv /man/completion/_hoist /share/zsh/vendor-completions/_hoist; rm -rf /man
 
 FROM scratch
 ARG HOIST_VERSION=unknown
@@ -102,7 +110,7 @@ ARG HOIST_CREATED=unknown
 ARG HOIST_SOURCE=unknown
 ARG HOIST_LICENSES=Apache-2.0
 COPY --from=build /hoist /hoist
-COPY --from=build /doc/ /usr/share/doc/hoist/
+COPY --from=build /share/ /usr/share/
 LABEL org.opencontainers.image.title="hoist" \
       org.opencontainers.image.description="On-host upgrades for Kubernetes nodes, run by system-upgrade-controller Plans" \
       org.opencontainers.image.version="${HOIST_VERSION}" \

@@ -32,7 +32,7 @@ import yaml
 
 pytest.register_assert_rewrite("prepare_harness")
 
-from conftest import record_output
+from conftest import HOIST_BIN, record_output
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from fake_apiserver import NODE_API, PLAN_API, munge, write_kubeconfig
 from known_secrets import SA_TOKEN
@@ -483,7 +483,7 @@ def test_the_image_is_the_static_binary_and_its_documents_from_scratch(hoist_ima
     assert labels["org.opencontainers.image.source"]
     licenses = labels["org.opencontainers.image.licenses"]
     assert licenses.startswith("Apache-2.0 AND ") and "LGPL-2.1-or-later" in licenses, licenses
-    # Two layers: the binary, and its license, notices and SBOM.
+    # Two layers: the binary, and its license, notices, SBOM, man pages and completion.
     assert len(info["RootFS"]["Layers"]) == 2
     archive = tmp_path / "image.tar"
     podman("save", "--format", "docker-archive", "-o", archive, hoist_image)
@@ -495,7 +495,18 @@ def test_the_image_is_the_static_binary_and_its_documents_from_scratch(hoist_ima
                 entries.update({m.name.lstrip("./"): m for m in layer.getmembers()
                                 if m.isfile() and m.name.strip("./")})
     docs = "usr/share/doc/hoist/"
-    assert sorted(entries) == ["hoist", docs + "LICENSE", docs + "THIRD_PARTY_NOTICES", docs + "hoist.spdx.json"]
+    pages = [f"usr/share/man/man8/{name}.8" for name in ("hoist", "hoist-prepare", "hoist-rollback", "hoist-stage",
+                                                          "hoist-status", "hoist-upgrade", "hoist-version")]
+    assert sorted(entries) == sorted(["hoist", docs + "LICENSE", docs + "THIRD_PARTY_NOTICES", docs + "hoist.spdx.json",
+                                      "usr/share/man/man5/hoist.json.5", *pages,
+                                      "usr/share/bash-completion/completions/hoist",
+                                      "usr/share/zsh/vendor-completions/_hoist"])
+    # The pages are the binary's own help: the build's pages of the same sources say the same.
+    build_pages = Path(os.environ.get("HOIST_BUILD_DIR", Path(HOIST_BIN).parent))
+    for name in ("man5/hoist.json.5", "man8/hoist-upgrade.8"):
+        if (build_pages / name).exists():
+            assert image_file(hoist_image, "/usr/share/man/" + name).decode().split("\n", 1)[1] == \
+                (build_pages / name).read_text().split("\n", 1)[1], name
     assert entries["hoist"].mode & 0o111
     binary = tmp_path / "hoist"
     binary.write_bytes(image_file(hoist_image, "/hoist"))

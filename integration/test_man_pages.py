@@ -99,3 +99,25 @@ def test_zsh_completion_is_zsh():
     if shutil.which("zsh") is None:
         pytest.skip("zsh is not installed: only its first line is checked")
     assert subprocess.run(["zsh", "-n", str(script)]).returncode == 0
+
+
+def test_the_manifest_page_renders_cleanly_and_names_every_key_the_parser_takes():
+    path = BUILD / "man5" / "hoist.json.5"
+    if not path.exists():
+        pytest.skip(f"{path} not built (a cross build does not run the binary to write it)")
+    text = rendered(path)
+    assert text.splitlines()[0].split()[0] == "HOIST.JSON(5)"
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "KEYS", "SEE ALSO"):
+        assert re.search(rf"^{section}$", text, re.M), section
+    keys = text.split("\nKEYS\n")[1].split("\nDETAILS\n")[0]
+    # Each key the manifest's parser accepts (src/model/manifest.cpp's lists) heads an entry of the page's KEYS.
+    source = (Path(__file__).resolve().parent.parent / "src/model/manifest.cpp").read_text()
+    accepted = set()
+    for listed in re.findall(r'\{("schema"[^}]*|"name", "kind"[^}]*)\}', source):
+        accepted |= set(re.findall(r'"([a-z0-9_]+)"', listed))
+    assert {"schema", "components", "name", "health_checks", "allow_minor_skip"} <= accepted, accepted
+    headed = set(re.findall(r"^ {7}(\S[^(]*?) \(", keys, re.M))
+    named = {key.strip() for heading in headed for key in heading.split(",")}
+    assert named == accepted, (named ^ accepted)
+    # The main page points at it.
+    assert "hoist.json(5)" in rendered(page("hoist")).split("SEE ALSO")[1]
