@@ -202,6 +202,24 @@ def test_the_documented_drain_timeout_patch_renders_in_each_controllers_form(tmp
                 assert "timeout" not in (plan["spec"].get("drain") or {}), name
 
 
+@needs_kubectl
+def test_the_readme_quick_start_overlay_renders_the_plans_with_its_images_and_version(tmp_path):
+    # README's step 3, as written there: every image the Plans run is the operator's, both Plans name the version.
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"cat > overlays/my-k3s/kustomization\.yaml <<'EOF'\n(.*?)\nEOF\n", text, re.S)[1]
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    overlay = tmp_path / "overlays/my-k3s"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(block + "\n")
+    plans = by_kind(render(overlay))["Plan"]
+    assert sorted(plans) == ["k3s-agent", "k3s-server"]
+    for name, plan in plans.items():
+        assert plan["spec"]["version"] == "v1.30.1+k3s1", name
+        containers = [plan["spec"]["upgrade"]] + ([plan["spec"]["prepare"]] if "prepare" in plan["spec"] else [])
+        for container in containers:
+            assert container["image"] == "registry.example/hoist-k3s", (name, container["image"])
+
+
 def plans_in_files():
     return [d for path in plan_files() for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "Plan"]
 
