@@ -17,7 +17,8 @@ class RollbackCommand final : public Command {
   CLI::App* add_to(CLI::App& app) override {
     CLI::App* sub = app.add_subcommand("rollback", "switch a component back to an older kept version (or to --to)");
     sub->add_option("--component", m_options.component, "the component")->required();
-    sub->add_option("--to", m_options.to, "a kept version to switch to (default: walk back one version)");
+    sub->add_option("--to", m_options.to, "a kept version to switch to (default: walk back one version)")
+        ->option_text("VERSION");
     sub->add_flag("--allow-quarantined", m_allow_quarantined, "let --to name a version a rollback left");
     sub->add_flag("--restore-snapshot", m_options.restore_snapshot,
                   "a k3s or RKE2 server: first put back the datastore snapshot an upgrade from that version took "

@@ -103,10 +103,12 @@ class UpgradeCommand final : public Command {
     m_app->add_option("--version-scheme", m_scheme, "how versions are spelled and ordered")
         ->option_text("semver|k3s|systemd (default: semver)");
     m_app->add_flag("--allow-downgrade", m_allow_downgrade, "install an older version than the current one");
-    m_app->add_option("--installed-version-from", m_installed_version_from,
-                      "exec:ARGS or node: with no state of hoist's, or one the host drifted from, ask the file at "
-                      "the destination (run with ARGS in the host root), or the Node this Job runs on (its "
-                      "kubeletVersion), what is installed");
+    m_app
+        ->add_option("--installed-version-from", m_installed_version_from,
+                     "with no state of hoist's, or one the host drifted from, ask the file at the destination (run "
+                     "with ARGS in the host root), or the Node this Job runs on (its kubeletVersion), what is "
+                     "installed")
+        ->option_text("exec:ARGS|node");
     m_app->add_flag("--allow-quarantined", m_allow_quarantined,
                     "install a version that a rollback left (with --manifest too)");
     m_app->add_flag("--allow-minor-skip", m_allow_minor_skip,
@@ -334,9 +336,11 @@ class UpgradeCommand final : public Command {
 
   // What `stage` takes beyond the components: the mounts to make writable, and the Plan to wait for first.
   void add_stage_options() {
-    m_app->add_option("--restart", m_stage_restart_units,
-                      "a unit the upgrade step restarts (its --restart; repeatable): stage restarts nothing, but a k3s "
-                      "or RKE2 server among them has its datastore checked as the upgrade checks it");
+    m_app
+        ->add_option("--restart", m_stage_restart_units,
+                     "a unit the upgrade step restarts (its --restart; repeatable): stage restarts nothing, but a "
+                     "k3s or RKE2 server among them has its datastore checked as the upgrade checks it")
+        ->option_text("UNIT");
     m_app->add_flag("--remount", m_stage_remount,
                     "make the mounts written to writable for the staging (in the host's mount namespace: the prepare "
                     "container must then be privileged), then read-only again");
