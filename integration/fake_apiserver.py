@@ -35,6 +35,7 @@ from pathlib import Path
 PLAN_API = ("upgrade.cattle.io", "v1", "plans")
 NODE_API = ("", "v1", "nodes")
 EVENT_API = ("events.k8s.io", "v1", "events")
+DAEMONSET_API = ("apps", "v1", "daemonsets")
 
 
 # ---------------------------------------------------------------- certificates
@@ -172,6 +173,7 @@ class Cluster:
         self.watches_open = 0
         self.list_snapshots = {}   # paged LISTs under way: id -> (resourceVersion, objects)
         self.expire_continues = 0  # >0: answer that many of the next continue tokens 410 Expired
+        self.daemonset_conflicts = 0  # >0: answer that many of the next DaemonSet patches 409, as if written meanwhile
 
     # -- objects
     def _bump(self):
@@ -428,6 +430,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             api, rest = NODE_API, parts[2:]
         elif parts[:3] == ["apis", "upgrade.cattle.io", "v1"]:
             api, rest = PLAN_API, parts[3:]
+        elif parts[:3] == ["apis", "apps", "v1"]:
+            api, rest = DAEMONSET_API, parts[3:]
         elif parts[:3] == ["apis", "events.k8s.io", "v1"] and len(parts) == 7 and parts[3] == "namespaces" \
                 and parts[5] == "events":
             return self._event_request("GET", parts[4], parts[6], entry, b"")
@@ -466,7 +470,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not token_ok:
             entry["status"] = 401
             return self._send_json(401, _status(401, "Unauthorized", "Unauthorized"))
-        if (api == PLAN_API and (resource != "plans" or not namespace)) or (api == NODE_API and resource != "nodes"):
+        if (api == PLAN_API and (resource != "plans" or not namespace)) or (api == NODE_API and resource != "nodes") \
+                or (api == DAEMONSET_API and (resource != "daemonsets" or not namespace or not name)):
             entry["status"] = 404
             return self._send_json(404, _status(404, "NotFound", "the server could not find the requested resource"))
         if not cluster.authorize(verb, api[0], resource, namespace):
@@ -705,12 +710,74 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         entry = {"time": time.monotonic(), "method": "PATCH", "path": url.path, "query": {}}
         length = self.headers.get("Content-Length")
         body = self.rfile.read(int(length)) if length and length.isdigit() else b""
+        if len(parts) == 7 and parts[:3] == ["apis", "apps", "v1"] and parts[3] == "namespaces" \
+                and parts[5] == "daemonsets":
+            return self._daemonset_patch(parts[4], parts[6], entry, body)
         if not (len(parts) == 7 and parts[:3] == ["apis", "events.k8s.io", "v1"] and parts[3] == "namespaces"
                 and parts[5] == "events"):
             with self.cluster.lock:
                 self.cluster.requests.append(entry)
             return self._deny(entry, 404, "NotFound", "the server could not find the requested resource")
         return self._event_request("PATCH", parts[4], parts[6], entry, body)
+
+    def _admit_body(self, entry, injected, token_ok, verb, what, content_type, body):
+        """What a write goes through before its object is looked at: an injected failure, the token, RBAC (for
+        `what`: group, resource, namespace and name, as the request names them), the content type and the JSON.
+        (True, the document), or (False, None) once the refusal is sent."""
+        group, resource, namespace, name = what
+        if injected:
+            self._deny(entry, injected, "Conflict" if injected == 409 else "InternalError",
+                       f"injected failure {injected}")
+            return False, None
+        if not token_ok:
+            self._deny(entry, 401, "Unauthorized", "Unauthorized")
+            return False, None
+        if not self.cluster.authorize(verb, group, resource, namespace):
+            named = f' "{name}"' if name else ""
+            self._deny(entry, 403, "Forbidden",
+                       f'{resource}.{group}{named} is forbidden: User "system:serviceaccount:test:hoist" cannot '
+                       f'{verb} resource "{resource}" in API group "{group}" in the namespace "{namespace}"')
+            return False, None
+        if self.headers.get("Content-Type", "").split(";")[0].strip() != content_type:
+            self._deny(entry, 415, "UnsupportedMediaType", f"the body is not {content_type}")
+            return False, None
+        try:
+            return True, json.loads(body)
+        except ValueError as error:
+            self._deny(entry, 400, "BadRequest", f"invalid JSON: {error}")
+            return False, None
+
+    def _daemonset_patch(self, namespace, name, entry, body):
+        """A merge patch of a DaemonSet, as kube-apiserver takes one: a metadata.resourceVersion in it is a
+        precondition (409 Conflict when the object moved on), everything else merged (RFC 7386)."""
+        cluster = self.cluster
+        auth = self.headers.get("Authorization", "")
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        entry.update(verb="patch", group="apps", resource="daemonsets", namespace=namespace, name=name, token=token)
+        with cluster.lock:
+            cluster.requests.append(entry)
+            injected = cluster.fail_next.pop(0) if cluster.fail_next else None
+            token_ok = token in cluster.tokens
+        admitted, patch = self._admit_body(entry, injected, token_ok, "patch", ("apps", "daemonsets", namespace, name),
+                                           "application/merge-patch+json", body)
+        if not admitted:
+            return None
+        with cluster.lock:
+            current = cluster.get(DAEMONSET_API, name, namespace)
+            if current is None:
+                return self._deny(entry, 404, "NotFound", f'daemonsets.apps "{name}" not found')
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            moved = cluster.daemonset_conflicts > 0
+            if moved:
+                cluster.daemonset_conflicts -= 1
+                current = cluster.put(DAEMONSET_API, current)  # another writer: a new resourceVersion
+            if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+                return self._deny(entry, 409, "Conflict",
+                                  f'Operation cannot be fulfilled on daemonsets.apps "{name}": the object has been '
+                                  f'modified; please apply your changes to the latest version and try again')
+            stored = cluster.put(DAEMONSET_API, merge_patch(current, patch))
+        entry["status"] = 200
+        return self._send_json(200, stored)
 
     def do_POST(self):  # noqa: N802 (http.server's naming)
         cluster = self.cluster
@@ -733,20 +800,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._deny(entry, 404, "NotFound", "the server could not find the requested resource")
         namespace = parts[4]
         entry.update(group=EVENT_API[0], resource="events", namespace=namespace, name=None)
-        if injected:
-            return self._deny(entry, injected, "InternalError", f"injected failure {injected}")
-        if not token_ok:
-            return self._deny(entry, 401, "Unauthorized", "Unauthorized")
-        if not cluster.authorize("create", EVENT_API[0], "events", namespace):
-            return self._deny(entry, 403, "Forbidden",
-                              f'events.events.k8s.io is forbidden: User "system:serviceaccount:test:hoist" cannot '
-                              f'create resource "events" in API group "events.k8s.io" in the namespace "{namespace}"')
-        if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
-            return self._deny(entry, 415, "UnsupportedMediaType", "the body is not application/json")
-        try:
-            event = json.loads(body)
-        except ValueError as error:
-            return self._deny(entry, 400, "BadRequest", f"invalid JSON: {error}")
+        admitted, event = self._admit_body(entry, injected, token_ok, "create",
+                                           (EVENT_API[0], "events", namespace, None), "application/json", body)
+        if not admitted:
+            return None
         problems = validate_event(event, namespace)
         if problems:
             return self._deny(entry, 422, "Invalid", "Event is invalid: " + "; ".join(problems))

@@ -264,7 +264,10 @@ def test_no_overlay_declares_suc_namespace_and_the_component_adds_it(rendered, t
         assert "Namespace" not in by_kind(docs), name
         assert {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Plan", "ServiceAccount", "Role",
                                                                              "RoleBinding")
-                and not d["metadata"]["name"].endswith("-events")} == {SUC_NAMESPACE}
+                and not d["metadata"]["name"].endswith(("-events", "-kured-lock"))} == {SUC_NAMESPACE}
+        # kured's lock is an annotation on kured's DaemonSet, in kured's namespace.
+        assert {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Role", "RoleBinding")
+                and d["metadata"]["name"].endswith("-kured-lock")} <= {"kube-system"}
         # Events about a Node can only be created in "default" (the API server refuses another namespace).
         assert {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Role", "RoleBinding")
                 and d["metadata"]["name"].endswith("-events")} == {EVENT_NAMESPACE}
@@ -672,6 +675,9 @@ def test_each_plan_runs_as_its_own_account_with_only_what_it_needs(rendered):
             if "prepare" in spec and (spec["prepare"]["args"][0] == "prepare" or
                                       option(spec["prepare"]["args"], "--wait-for-plan") is not None):
                 needs |= PREPARE_NEEDS
+            if option(spec["upgrade"]["args"], "--kured-lock") is not None:
+                kured_namespace = option(spec["upgrade"]["args"], "--kured-lock").split("/")[0]
+                needs |= {(verb, "apps", "daemonsets", kured_namespace) for verb in ("get", "patch")}
             if "drain" in spec:
                 needs |= DRAIN_NEEDS
             elif spec.get("cordon"):

@@ -703,14 +703,19 @@ def test_a_payload_signed_by_another_key_is_refused_before_the_host_changes(plan
 
 
 def test_a_tree_plan_job_reboots_and_its_rerun_after_the_boot_exits_0(plans, payloads, host_root, tmp_path,
-                                                                      system_bus):
+                                                                      system_bus, cluster, server, pki):
     logind = system_bus.start("logind_manager")
     system_bus.start("systemd_manager")
     image = payloads.get("tree", TREE_V1, epoch=1717200000)
     names = {"localhost/hoist-tree": image.rsplit(":", 1)[0]}
     plan = plans["os-tree"]
     set_boot_id(host_root, BOOT_ID_1)
-    job = Job(plan, host_root, tmp_path / "job", names)
+    # The Plan's account as the shipped RBAC grants it, and kured's DaemonSet with its lock free.
+    cluster.rbac = account_rules(overlay_docs("tree"), "hoist-os-tree")
+    kured = ("apps", "v1", "daemonsets")
+    cluster.put(kured, {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                        "metadata": {"name": "kured", "namespace": "kube-system"}})
+    job = Job(plan, host_root, tmp_path / "job", names, **in_cluster(server, pki, tmp_path / "sa"))
     staged = job.run("prepare")  # before SUC drains the node
     assert staged.returncode == 0, staged
     assert f"os: staged {TREE_V1}" in staged.stderr
@@ -720,6 +725,10 @@ def test_a_tree_plan_job_reboots_and_its_rerun_after_the_boot_exits_0(plans, pay
     logind.wait_for_call("RebootWithFlags", timeout=60)
     assert os.readlink(host_root / "opt/hoist-os/current") == TREE_V1
     assert state_of(host_root, "os")["pending_reboot"]
+    # kured's lock taken for this node, in kured's form, before the reboot: kured reboots no other node meanwhile.
+    lock = json.loads(cluster.get(kured, "kured", "kube-system")["metadata"]["annotations"][
+        "weave.works/kured-node-lock"])
+    assert (lock["nodeID"], lock["metadata"]) == (NODE, {"unschedulable": True})
     # The node shuts down: kubelet stops the pod (SIGTERM).
     pod.stop()
     pod.wait()
@@ -727,9 +736,14 @@ def test_a_tree_plan_job_reboots_and_its_rerun_after_the_boot_exits_0(plans, pay
     assert "stopped by SIGTERM while waiting for the reboot into" in pod.stderr
     # The node is back with a new boot id; SUC runs the Job's pod again.
     set_boot_id(host_root, BOOT_ID_2)
-    pod = Job(plan, host_root, tmp_path / "job-after-boot", names).run_pod()
+    pod = Job(plan, host_root, tmp_path / "job-after-boot", names,
+              **in_cluster(server, pki, tmp_path / "sa-after-boot")).run_pod()
     assert [c.returncode for c in pod] == [0, 0], pod
     rerun = pod[-1]
+    assert "gave kured's lock (DaemonSet kube-system/kured) back" in rerun.stderr
+    assert "weave.works/kured-node-lock" not in cluster.get(kured, "kured", "kube-system")["metadata"].get(
+        "annotations", {})
+    assert not [r for r in cluster.requests if r.get("status") == 403]
     assert f"os: the host rebooted into {TREE_V1} (boot id {BOOT_ID_1} → {BOOT_ID_2}): done, no second reboot" \
         in rerun.stderr
     assert len(logind.called("RebootWithFlags")) == 1

@@ -15,6 +15,7 @@ one cluster. docs/dev/real-cluster.md describes the stage, its times and what it
 """
 
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -268,7 +269,7 @@ def reboot_node(cluster, suc, node, pod, boot_id):
 
 
 def test_the_tree_plan_installs_then_bumps_through_a_drain_and_a_reboot_each(
-        real_cluster, suc, bus, payloads, hoist_images, tmp_path):
+        real_cluster, suc, bus, payloads, hoist_images, tmp_path, request):
     cluster, node = real_cluster, real_cluster.server_node
     root = suc.host_root(node)
     logind = bus.start("logind_manager")
@@ -280,12 +281,39 @@ def test_the_tree_plan_installs_then_bumps_through_a_drain_and_a_reboot_each(
                               lambda docs: plan_of(docs, "os-tree")["spec"].__setitem__("version", TREE_V1))
     apply_ok(result)
     boot_ids = {TREE_V1: "99999999-8888-4777-8666-555555555555", TREE_V2: "77777777-6666-4555-8444-333333333333"}
+    kured = "/apis/apps/v1/namespaces/kube-system/daemonsets/kured"
+    lock_key = "weave.works/kured-node-lock"
+
+    def lock():
+        text = cluster.api.get(kured)["metadata"].get("annotations", {}).get(lock_key)
+        return json.loads(text) if text else None
+
     for index, version in enumerate((TREE_V1, TREE_V2)):
         if index:
+            # kured, rebooting the other node: its DaemonSet (scheduled nowhere here) carries its lock, in its form.
+            held = {"nodeID": real_cluster.agent_node, "metadata": {"unschedulable": False},
+                    "created": "2026-12-06T10:00:00Z", "TTL": 0}
+            cluster.api.create("/apis/apps/v1/namespaces/kube-system/daemonsets", {
+                "apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": "kured", "namespace": "kube-system", "annotations": {lock_key: json.dumps(held)}},
+                "spec": {"selector": {"matchLabels": {"name": "kured"}},
+                         "template": {"metadata": {"labels": {"name": "kured"}},
+                                      "spec": {"nodeSelector": {"hoist-test/nowhere": "true"},
+                                               "containers": [{"name": "kured", "image": "localhost/none"}]}}}})
+            request.addfinalizer(lambda: cluster.api.delete(kured))
             cluster.api.merge_patch(f"/apis/upgrade.cattle.io/v1/namespaces/{NAMESPACE}/plans/os-tree",
                                     {"spec": {"version": version}})
+            # Switched, and waiting: no reboot while kured's lock is another node's.
+            cluster.api.wait_for(f"{version} switched", lambda: os.readlink(root / "opt/hoist-os/current") == version,
+                                 240)
+            time.sleep(8)
+            assert len(logind.called("RebootWithFlags")) == 1 and lock()["nodeID"] == real_cluster.agent_node
+            # kured's pod on that node, after its boot, gives the lock back: hoist takes it and reboots this one.
+            cluster.api.merge_patch(kured, {"metadata": {"annotations": {lock_key: None}}})
         cluster.api.wait_for(f"{version} switched and the reboot asked", lambda: (
             len(logind.called("RebootWithFlags")) == index + 1), 240)
+        if index:
+            assert (lock()["nodeID"], lock()["metadata"]) == (node, {"unschedulable": True})
         assert os.readlink(root / "opt/hoist-os/current") == version
         job = next(j for j in jobs_of(cluster, "os-tree") if j["metadata"]["labels"][
             "upgrade.cattle.io/version"] == version)
@@ -293,11 +321,18 @@ def test_the_tree_plan_installs_then_bumps_through_a_drain_and_a_reboot_each(
         drain = next(c for c in waiting["spec"]["initContainers"] if c["name"] == "drain")
         assert drain["args"][:4] == ["drain", node, "--pod-selector", "!upgrade.cattle.io/controller"]
         assert get_node(cluster, node)["spec"].get("unschedulable") is True   # drained
+        if index:
+            waited = container_log(cluster, waiting)
+            assert "waiting for kured's lock (DaemonSet kube-system/kured): it is held by node " \
+                   f"'{real_cluster.agent_node}' since 2026-12-06T10:00:00Z" in waited, waited
         reboot_node(cluster, suc, node, waiting, boot_ids[version])
         done = wait_for_job(cluster, "os-tree", 300, suc=suc, version=version)
         pods = pods_of(cluster, done["metadata"]["name"])
         log = container_log(cluster, pods[-1])
         assert f"os: the host rebooted into {version} (boot id " in log and "done, no second reboot" in log, log
+        if index:
+            assert "gave kured's lock (DaemonSet kube-system/kured) back" in log, log
+            assert lock() is None
         cluster.api.wait_for("the node uncordoned", lambda: not get_node(cluster, node)["spec"].get(
             "unschedulable"), 60)
     assert os.readlink(root / "opt/hoist-os/current") == TREE_V2

@@ -18,7 +18,7 @@ namespace hoist::cli {
 /// The flags of `upgrade` and `rollback` that act on the host beyond its
 /// files, bound to one object: `--remount`, `--restart UNIT`...,
 /// `--restart-timeout SECONDS`, `--reboot never|if-needed|always|delegate`,
-/// `--reboot-timeout SECONDS`, `--reboot-sentinel PATH`.
+/// `--reboot-timeout SECONDS`, `--reboot-sentinel PATH`, `--kured-lock NAMESPACE/NAME`.
 class HostActionOptions {
  public:
   /// Adds the flags to `command`.
@@ -33,6 +33,7 @@ class HostActionOptions {
   std::vector<std::string> m_restart;
   std::string m_reboot = "never";
   std::string m_reboot_sentinel = k_default_reboot_sentinel;
+  std::string m_kured_lock;
   double m_reboot_timeout = static_cast<double>(k_default_reboot_timeout.count());
   double m_restart_timeout = static_cast<double>(k_default_restart_timeout.count());
 };

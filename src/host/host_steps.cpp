@@ -87,9 +87,6 @@ Handshake HostSteps::settle_pending_reboot(const StateStore& store, ComponentSta
     // deleted, the reboot was cancelled): the reboot is still owed.
     spdlog::warn("{}: the reboot into {} asked for at {} has not happened (the boot id is still {}): asking again",
                  state.component, pending.target, pending.requested_at, boot_id);
-    if (m_actions.before_reboot) {
-      m_actions.before_reboot(state.component + " " + pending.target);
-    }
     const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
     try {
       ask_for_reboot(deadline, state.component + " " + pending.target);
@@ -103,6 +100,9 @@ Handshake HostSteps::settle_pending_reboot(const StateStore& store, ComponentSta
   if (state.current == pending.target) {
     spdlog::info("{}: the host rebooted into {} (boot id {} → {}): done, no second reboot", state.component,
                  pending.target, pending.boot_id, boot_id);
+    if (!dry_run && !m_reboot_confirmed && m_actions.reboot_lock.give_back) {
+      m_actions.reboot_lock.give_back();  // kured's pod on this node may have given it back first
+    }
     m_reboot_confirmed = true;
     if (!dry_run) {
       state.pending_reboot.reset();
@@ -301,19 +301,34 @@ void HostSteps::reboot(const StateStore& store, const std::vector<SwitchedCompon
   spdlog::info("rebooting for {} (--reboot {}; boot id {})", targets_of(components), to_string(m_actions.reboot),
                boot_id);
   m_bus.reset();  // request_reboot() makes its own connection
-  if (m_actions.before_reboot) {
-    m_actions.before_reboot(targets_of(components));
-  }
   const auto deadline = std::chrono::steady_clock::now() + m_actions.reboot_timeout;
   ask_for_reboot(deadline, targets_of(components));
 }
 
 void HostSteps::ask_for_reboot(std::chrono::steady_clock::time_point deadline, const std::string& what) {
+  // kured's lock first (--kured-lock): no reboot of this node while kured reboots another. The wait shares
+  // --reboot-timeout with the reboot; a lock not taken in it fails the reboot as a refusal does.
+  const bool locked = m_actions.reboot != RebootPolicy::delegate && m_actions.reboot_lock.take;
+  if (locked) {
+    m_actions.reboot_lock.take(deadline);
+  }
+  if (m_actions.before_reboot) {
+    m_actions.before_reboot(what);  // the last moment this process can tell anyone
+  }
   if (m_actions.reboot != RebootPolicy::delegate) {
-    const RebootRoute route = request_reboot(
-        m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
-    spdlog::info("asked for the reboot through {}", to_string(route));
-    wait_for_reboot(deadline, what, m_actions.reboot_timeout);
+    try {
+      const RebootRoute route = request_reboot(
+          m_context.root(), RebootOptions{env_or(m_context.env, "DBUS_SYSTEM_BUS_ADDRESS", ""), deadline, {}});
+      spdlog::info("asked for the reboot through {}", to_string(route));
+      wait_for_reboot(deadline, what, m_actions.reboot_timeout);
+    } catch (const Interrupted&) {
+      throw;  // the host going down: the lock stays this node's until the run after the boot gives it back
+    } catch (const Error&) {
+      if (locked) {
+        m_actions.reboot_lock.give_back();  // no reboot came: kured may reboot others again
+      }
+      throw;
+    }
   }
   // kured (or another reboot daemon) reboots the node when it sees the sentinel, in its own window and one node at
   // a time; this run waits for the boot as after asking logind, and the run after the boot confirms it.

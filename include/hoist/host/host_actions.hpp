@@ -41,6 +41,15 @@ struct HostActions {
   /// Called with what the reboot is for ("app 2.0.0") just before it is asked for, after the state records it:
   /// the last moment this process can tell anyone. Must not throw. May be empty.
   std::function<void(const std::string&)> before_reboot;
+  /// A lock the reboots of other nodes take (kured's, `--kured-lock`): hoist takes it before its own reboot and
+  /// gives it back when that reboot does not come, and after the boot. Empty members: no such lock.
+  struct RebootLock {
+    /// Waits until this node holds the lock, up to `deadline` (--reboot-timeout, which the reboot after it shares);
+    /// throws hoist::Error naming who holds it when it is not taken by then.
+    std::function<void(std::chrono::steady_clock::time_point deadline)> take;
+    /// Gives it back when this node holds it; logs and never throws: the next run tries again.
+    std::function<void()> give_back;
+  } reboot_lock;
 };
 
 /// A unit name as `systemctl` takes it: `k3s` means `k3s.service`. Throws
