@@ -59,3 +59,9 @@ TEST_CASE("a hex digit's value in either case, and -1 for anything else", "[text
     CHECK(hoist::hex_digit_value(c) == -1);
   }
 }
+
+TEST_CASE("joined() puts the separator between items only", "[text]") {
+  CHECK(hoist::joined({}, ", ").empty());
+  CHECK(hoist::joined({"k3s.service"}, ", ") == "k3s.service");
+  CHECK(hoist::joined({"a", "", "c"}, "; ") == "a; ; c");
+}

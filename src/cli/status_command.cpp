@@ -8,6 +8,7 @@
 #include "hoist/model/state_update.hpp"
 #include "hoist/run/host_truth.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 
 namespace hoist::cli {
 
@@ -33,14 +34,6 @@ std::vector<std::string> attention(const ComponentState& state) {
     reasons.emplace_back("a failed version is kept for its datastore");
   }
   return reasons;
-}
-
-std::string joined(const std::vector<std::string>& items, const char* separator) {
-  std::string text;
-  for (const auto& item : items) {
-    text += (text.empty() ? "" : separator) + item;
-  }
-  return text;
 }
 
 void print_result(const char* label, const LastResult& r) {
@@ -77,11 +70,7 @@ void print_text(const ComponentState& state, bool staged_complete) {
                 h.check.c_str(), h.check.empty() ? "" : ": ", h.detail.c_str());
   }
   if (!state.owed_health_checks.empty()) {
-    std::string owed;
-    for (const auto& check : state.owed_health_checks) {
-      owed += (owed.empty() ? "" : ", ") + check;
-    }
-    std::printf("  checks owed for %s: %s\n", state.current.c_str(), owed.c_str());
+    std::printf("  checks owed for %s: %s\n", state.current.c_str(), joined(state.owed_health_checks, ", ").c_str());
   }
   for (const auto& snapshot : state.datastore_snapshots) {
     std::printf("  datastore snapshot of %s (before %s, %s): %s, taken at %s\n", snapshot.from.c_str(),
@@ -147,10 +136,7 @@ class StatusCommand final : public Command {
     if (!m_component.empty()) {
       auto state = store.load(m_component);
       if (!state) {
-        std::string known;
-        for (const auto& name : store.components()) {
-          known += (known.empty() ? "" : ", ") + name;
-        }
+        const std::string known = joined(store.components(), ", ");
         throw UsageError("--component: no component '" + m_component + "' in hoist's state (" +
                          (known.empty() ? std::string("none has a state yet") : "components: " + known) + "; " +
                          store.state_dir() + " on the host root " + context.root().path().string() + ")");

@@ -11,6 +11,7 @@
 #include "hoist/sys/stop_signals.hpp"
 #include "hoist/sys/system_bus.hpp"
 #include "hoist/util/error.hpp"
+#include "hoist/util/text.hpp"
 #include "reboot.hpp"
 #include "unit_restart.hpp"
 
@@ -24,14 +25,6 @@ constexpr std::chrono::seconds k_call_timeout{25};
 std::string env_or(const Environment& env, const char* name, const std::string& fallback) {
   const auto it = env.find(name);
   return it == env.end() || it->second.empty() ? fallback : it->second;
-}
-
-std::string join_units(const std::vector<std::string>& units) {
-  std::string text;
-  for (const auto& unit : units) {
-    text += (text.empty() ? "" : ", ") + unit;
-  }
-  return text;
 }
 
 std::string targets_of(const std::vector<SwitchedComponent>& components) {
@@ -208,8 +201,8 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
     }
   }
   if (!owed_by_earlier_runs.empty()) {
-    spdlog::info("{}: doing the restarts an earlier run owes ({})", join_units(owed_by_earlier_runs),
-                 join_units(units));
+    spdlog::info("{}: doing the restarts an earlier run owes ({})", joined(owed_by_earlier_runs, ", "),
+                 joined(units, ", "));
   }
   std::vector<std::string> restarted;  // asked of systemd by this call: done, or queued and failed
   for (const auto& unit : units) {
@@ -235,7 +228,7 @@ void HostSteps::after_switch(const StateStore& store, const std::vector<Switched
   for (const auto& name : owed_by_earlier_runs) {
     if (auto state = store.load(name)) {
       set_last_result(*state, m_command, outcome::k_succeeded, state->current,
-                      "restarted what an earlier run owed: " + join_units(units));
+                      "restarted what an earlier run owed: " + joined(units, ", "));
       store.save(*state);
     }
   }

@@ -115,4 +115,15 @@ int hex_digit_value(char c) noexcept {
   return -1;
 }
 
+std::string joined(const std::vector<std::string>& items, std::string_view separator) {
+  std::string text;
+  for (const auto& item : items) {
+    if (!text.empty()) {
+      text += separator;
+    }
+    text += item;
+  }
+  return text;
+}
+
 }  // namespace hoist

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hoist {
 
@@ -23,5 +24,8 @@ namespace hoist {
 /// `text` escaped (escaped()) and in single quotes: how a message quotes a path,
 /// an entry name or any other text that a payload or the host may have chosen.
 [[nodiscard]] std::string in_quotes(std::string_view text);
+
+/// `items` one after the other with `separator` between them: how a message lists units, checks, components.
+[[nodiscard]] std::string joined(const std::vector<std::string>& items, std::string_view separator);
 
 }  // namespace hoist
