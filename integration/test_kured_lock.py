@@ -3,8 +3,10 @@ kured's own JSON) before it asks logind for its reboot, never reboots while anot
 no reboot came, and the run after the boot gives it back. hoist runs as in a pod (test_node_events' service account
 and env) against the fake API server, logind and systemd are python-dbusmock's on a real dbus-daemon."""
 
+import datetime
 import json
 import signal
+import socket
 import subprocess
 import time
 
@@ -195,3 +197,32 @@ def test_kured_lock_is_refused_outside_a_pod_with_delegate_and_when_not_a_daemon
     result = upgrade(host_root, *tree_args(v1, "1.0.0", "--kured-lock", "kured"), check=2)
     assert "--kured-lock: 'kured' is not NAMESPACE/NAME of kured's DaemonSet" in result.stderr
     assert not (host_root / "opt/app").exists()
+
+
+def test_a_node_going_down_stops_a_request_for_the_lock_at_once(host_root, payloads, account, logind):  # noqa: F811
+    # An API server that takes the connection and never answers: the request would wait its 30 s. SIGTERM (the
+    # node shutting down, the Job deleted) ends it at once, and no reboot is asked for.
+    v1, _ = payloads
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        process = RecordedPopen(pod_argv(account, host_root, "upgrade", *tree_args(v1, "1.0.0", "--reboot", "if-needed",
+                                                                                 *KURED)),
+                                env=pod_env(silent.getsockname()[1]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        connection, _ = silent.accept()  # hoist's request for kured's DaemonSet, after the switch
+        with connection:
+            time.sleep(1)
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr
+
+    def logged(text):
+        line = next(line for line in stderr.splitlines() if text in line)
+        return datetime.datetime.fromisoformat(line.split()[0].replace("Z", "+00:00"))
+
+    # Stopped within a few seconds of the signal, not at the request's 30 s deadline. (The failure's Event after it
+    # has its own 10 s bound against this silent server.)
+    stopped = logged("error: stopped by SIGTERM before taking kured's lock")
+    assert (stopped - logged("rebooting for app 1.0.0")).total_seconds() < 5, stderr
+    assert not logind.called("RebootWithFlags")

@@ -43,8 +43,8 @@ HostActions::RebootLock kured_reboot_lock(const Context& context, const std::str
       const auto now = std::chrono::steady_clock::now();
       try {
         // A request near the deadline still gets a few seconds: a lock asked for is a lock answered.
-        const auto attempt =
-            kured.try_take(std::max(std::min(deadline, now + k_lock_request_timeout), now + k_lock_poll));
+        const auto attempt = kured.try_take(
+            std::max(std::min(deadline, now + k_lock_request_timeout), now + k_lock_poll), stop_signals::wake_flag());
         if (attempt.result == KuredLock::Attempt::Result::no_daemonset) {
           spdlog::info("no {}: no kured lock to take (--kured-lock)", kured.display());
           return;
@@ -56,6 +56,7 @@ HostActions::RebootLock kured_reboot_lock(const Context& context, const std::str
         }
         last_problem = "it is held by " + attempt.holders;
       } catch (const KubeError& e) {
+        throw_if_interrupted("taking kured's lock");  // the node going down: no reboot to ask for
         if (!e.retryable() && e.kind() != KubeError::Kind::timeout) {
           throw Failure("cannot take kured's lock (" + kured.display() + ", --kured-lock): " + e.what());
         }
@@ -83,7 +84,7 @@ HostActions::RebootLock kured_reboot_lock(const Context& context, const std::str
     try {
       const KubeClient client(KubeConfig::in_cluster(context.suc));
       const KuredLock kured(client, namespace_name, name, context.suc.node_name);
-      if (kured.give_back(std::chrono::steady_clock::now() + k_lock_request_timeout)) {
+      if (kured.give_back(std::chrono::steady_clock::now() + k_lock_request_timeout, stop_signals::wake_flag())) {
         spdlog::info("gave kured's lock ({}) back", kured.display());
       }
     } catch (const std::exception& e) {

@@ -154,10 +154,10 @@ std::string KuredLock::display() const {
   return "DaemonSet " + m_namespace + "/" + m_name;
 }
 
-std::optional<KuredLock::Read> KuredLock::read(Deadline deadline) const {
+std::optional<KuredLock::Read> KuredLock::read(Deadline deadline, const WakeFlag* interrupt) const {
   nlohmann::json daemonset;
   try {
-    daemonset = m_client.get(daemonsets(m_namespace), m_name, deadline);
+    daemonset = m_client.get(daemonsets(m_namespace), m_name, deadline, interrupt);
   } catch (const KubeError& e) {
     if (e.kind() == KubeError::Kind::not_found) {
       return std::nullopt;
@@ -176,12 +176,13 @@ std::optional<KuredLock::Read> KuredLock::read(Deadline deadline) const {
   return found;
 }
 
-bool KuredLock::write(const Read& read, const nlohmann::json& annotation, Deadline deadline, int attempt) const {
+bool KuredLock::write(const Read& read, const nlohmann::json& annotation, Deadline deadline, const WakeFlag* interrupt,
+                      int attempt) const {
   const nlohmann::json patch{
       {"metadata",
        {{"resourceVersion", read.resource_version}, {"annotations", {{k_kured_lock_annotation, annotation}}}}}};
   try {
-    m_client.patch(daemonsets(m_namespace), m_name, patch, deadline);
+    m_client.patch(daemonsets(m_namespace), m_name, patch, deadline, interrupt);
     return true;
   } catch (const KubeError& e) {
     if (e.status() != 409 || attempt >= k_conflict_attempts) {
@@ -191,9 +192,9 @@ bool KuredLock::write(const Read& read, const nlohmann::json& annotation, Deadli
   }
 }
 
-KuredLock::Attempt KuredLock::try_take(Deadline deadline) const {
+KuredLock::Attempt KuredLock::try_take(Deadline deadline, const WakeFlag* interrupt) const {
   for (int attempt = 1;; ++attempt) {
-    auto found = read(deadline);
+    auto found = read(deadline, interrupt);
     if (!found) {
       return {Attempt::Result::no_daemonset, ""};
     }
@@ -209,15 +210,15 @@ KuredLock::Attempt KuredLock::try_take(Deadline deadline) const {
       return {Attempt::Result::held, describe(value.holders)};
     }
     value.holders.push_back(KuredLockHolder{m_node, now_rfc3339(), 0, true});
-    if (write(*found, kured_lock_text(value), deadline, attempt)) {
+    if (write(*found, kured_lock_text(value), deadline, interrupt, attempt)) {
       return {Attempt::Result::taken, ""};
     }
   }
 }
 
-bool KuredLock::give_back(Deadline deadline) const {
+bool KuredLock::give_back(Deadline deadline, const WakeFlag* interrupt) const {
   for (int attempt = 1;; ++attempt) {
-    auto found = read(deadline);
+    auto found = read(deadline, interrupt);
     if (!found || !found->annotated) {
       return false;
     }
@@ -230,7 +231,7 @@ bool KuredLock::give_back(Deadline deadline) const {
     // The single form goes away with its holder, as kured's release deletes the annotation.
     const nlohmann::json annotation =
         value.max_owners == 0 ? nlohmann::json(nullptr) : nlohmann::json(kured_lock_text(value));
-    if (write(*found, annotation, deadline, attempt)) {
+    if (write(*found, annotation, deadline, interrupt, attempt)) {
       return true;
     }
   }

@@ -60,12 +60,12 @@ class KuredLock {
   /// One attempt to take the lock for this node, by kured's own rules: a free place taken (the write names the
   /// resourceVersion read, and a conflict reads again), a holder whose TTL ran out counted as gone, the lock already
   /// this node's kept. hoist's holder says the node is unschedulable, so that kured's pod never uncordons after the
-  /// boot a node that system-upgrade-controller cordoned. Throws KubeError, or hoist::Failure for an annotation that
-  /// is not kured's.
-  [[nodiscard]] Attempt try_take(Deadline deadline) const;
+  /// boot a node that system-upgrade-controller cordoned. Throws KubeError (`interrupted` once `interrupt` is
+  /// raised: a node going down stops a request at once), or hoist::Failure for an annotation that is not kured's.
+  [[nodiscard]] Attempt try_take(Deadline deadline, const WakeFlag* interrupt = nullptr) const;
 
   /// Gives the lock back when this node holds it; true when it did. Throws KubeError.
-  bool give_back(Deadline deadline) const;
+  bool give_back(Deadline deadline, const WakeFlag* interrupt = nullptr) const;
 
   /// "DaemonSet kube-system/kured": how messages name it.
   [[nodiscard]] std::string display() const;
@@ -78,10 +78,11 @@ class KuredLock {
     KuredLockValue value;
     bool annotated = false;
   };
-  [[nodiscard]] std::optional<Read> read(Deadline deadline) const;
+  [[nodiscard]] std::optional<Read> read(Deadline deadline, const WakeFlag* interrupt) const;
   /// Writes the annotation (null removes it) on the version read: false when it was written meanwhile (409), to
   /// read again, until the `attempt`s run out (then it throws).
-  [[nodiscard]] bool write(const Read& read, const nlohmann::json& annotation, Deadline deadline, int attempt) const;
+  [[nodiscard]] bool write(const Read& read, const nlohmann::json& annotation, Deadline deadline,
+                           const WakeFlag* interrupt, int attempt) const;
 
   const KubeClient& m_client;
   std::string m_namespace;
