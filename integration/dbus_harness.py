@@ -2,7 +2,11 @@
 config and socket, and python-dbusmock services with hoist's test doubles of
 systemd's and logind's managers (dbus_mocks/). The socket is the host root's
 /run/dbus/system_bus_socket, where hoist looks by itself, so the tests also
-prove that hoist finds the bus inside the host root.
+prove that hoist finds the bus inside the host root. The daemon binds it at a
+short path in its own /tmp directory and the host root's name is a hard link
+to that socket: a pytest directory (pytest-1022/test_the_agent_plans_prepare_w0/
+host-vm-2/...) can be longer than the 107 bytes a socket's path may have.
+hoist itself connects through /proc/self/fd, whatever the host root's length.
 
 Debian's /usr/bin/python3 runs the services (it has dbus-python, GLib and
 python3-dbusmock); the tests read the calls from the services' logs.
@@ -11,8 +15,10 @@ python3-dbusmock); the tests read the calls from the services' logs.
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,18 +84,21 @@ class SystemBus:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.socket = self.host_root / "run/dbus/system_bus_socket"
         self.socket.parent.mkdir(parents=True, exist_ok=True)
-        self.address = f"unix:path={self.socket}"
+        self.bind_dir = Path(tempfile.mkdtemp(prefix="hoist-bus-"))
+        bound = self.bind_dir / "s"
+        self.address = f"unix:path={bound}"
         self.services = []
         config = self.work_dir / "bus.conf"
-        config.write_text(CONFIG.format(socket=self.socket))
+        config.write_text(CONFIG.format(socket=bound))
         self.daemon = subprocess.Popen(["/usr/bin/dbus-daemon", f"--config-file={config}", "--nofork",
                                         "--nopidfile", "--nosyslog"],
                                        stdout=subprocess.DEVNULL, stderr=open(self.work_dir / "bus.log", "wb"))
         deadline = time.monotonic() + 10
-        while not self.socket.exists():
+        while not bound.exists():
             if self.daemon.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("dbus-daemon did not start: " + (self.work_dir / "bus.log").read_text())
             time.sleep(0.02)
+        os.link(bound, self.socket)
 
     def env(self):
         return {"DBUS_SYSTEM_BUS_ADDRESS": self.address}
@@ -137,6 +146,8 @@ class SystemBus:
             self.daemon.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.daemon.kill()
+        self.socket.unlink(missing_ok=True)
+        shutil.rmtree(self.bind_dir, ignore_errors=True)
 
 
 @pytest.fixture
