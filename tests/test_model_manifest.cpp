@@ -37,8 +37,8 @@ TEST_CASE("a full manifest parses with defaults and paths relative to its direct
     "schema": 1, "version": "v1.30.1+k3s1", "version_scheme": "k3s",
     "components": [
       {"name": "k3s", "kind": "file", "source": "bin/k3s", "destination": "/usr/local/bin/k3s",
-       "sha256sums": "SHA256SUMS", "signature": "SHA256SUMS.sig", "public_key": "/keys/release.pem",
-       "keep": 2, "allow_downgrade": true, "checksum": true},
+       "sha256sums": "SHA256SUMS", "sha256sums_entry": "k3s-arm64", "signature": "SHA256SUMS.sig",
+       "public_key": "/keys/release.pem", "keep": 2, "allow_downgrade": true, "checksum": true},
       {"name": "config", "kind": "sync", "source": "/etc-payload", "destination": "/etc/rancher/k3s",
        "version": "7", "version_scheme": "systemd"}
     ]})",
@@ -50,6 +50,8 @@ TEST_CASE("a full manifest parses with defaults and paths relative to its direct
   CHECK(k3s.kind == ComponentKind::file);
   CHECK(k3s.source == "/payload/bin/k3s");
   CHECK(k3s.sha256sums == "/payload/SHA256SUMS");
+  CHECK(k3s.sha256sums_entry == "k3s-arm64");  // a name in the sums, not a path: never made relative
+  CHECK(m.components[1].sha256sums_entry.empty());
   CHECK(k3s.signature == "/payload/SHA256SUMS.sig");
   CHECK(k3s.public_key == "/keys/release.pem");
   CHECK(k3s.keep == 2);
@@ -107,6 +109,12 @@ TEST_CASE("every manifest error names the file and the key path", "[manifest]") 
         prefix + "$.components[0].allow_downgrade: expected true or false");
   CHECK(error_of(with_component(R"(, "sha256sums": 5)")) == prefix + "$.components[0].sha256sums: expected a string");
   CHECK(error_of(with_component(R"(, "sha256sums": "")")) == prefix + "$.components[0].sha256sums: must not be empty");
+  CHECK(error_of(with_component(R"(, "sha256sums_entry": "k3s")")) ==
+        prefix + "$.components[0]: sha256sums entry 'k3s' names a line of SHA256SUMS: give --sha256sums too");
+  CHECK(error_of(with_component(R"(, "sha256sums": "S", "sha256sums_entry": "a\nb")")) ==
+        prefix +
+            "$.components[0]: sha256sums entry of component 'app' must be one line of SHA256SUMS: it holds a "
+            "line break or a NUL");
   // A signature without a key is no manifest error: the operator's --public-key may be the key.
   CHECK(error_of(with_component(R"(, "signature": "s.sig")")) ==
         prefix + "$.components[0]: a signature is checked over SHA256SUMS: give --sha256sums too");

@@ -26,9 +26,19 @@ namespace hoist::cli {
 namespace {
 
 // The flags that describe one component; --manifest replaces all of them.
-constexpr const char* k_component_flags[] = {
-    "--component", "--kind",     "--source",     "--destination", "--version-scheme",         "--allow-downgrade",
-    "--keep",      "--checksum", "--sha256sums", "--signature",   "--installed-version-from", "--allow-minor-skip"};
+constexpr const char* k_component_flags[] = {"--component",
+                                             "--kind",
+                                             "--source",
+                                             "--destination",
+                                             "--version-scheme",
+                                             "--allow-downgrade",
+                                             "--keep",
+                                             "--checksum",
+                                             "--sha256sums",
+                                             "--sha256sums-entry",
+                                             "--signature",
+                                             "--installed-version-from",
+                                             "--allow-minor-skip"};
 
 // gzip's best is about 1000:1 and zstd's far more on zeros; real payloads (binaries, images, configs)
 // rarely pass 10:1.
@@ -123,6 +133,11 @@ class UpgradeCommand final : public Command {
                     "read both sides of every comparison in full, trusting neither the content index nor SHA256SUMS "
                     "(content decides either way; this is only slower)");
     m_app->add_option("--sha256sums", m_spec.sha256sums, "verify the payload against this SHA256SUMS file");
+    m_app
+        ->add_option("--sha256sums-entry", m_spec.sha256sums_entry,
+                     "the name SHA256SUMS lists a file or archive payload under, when not its file name (a "
+                     "release's rke2.linux-amd64 for an image's /opt/rke2)")
+        ->option_text("NAME");
     m_app->add_option("--signature", m_spec.signature, "a detached signature over the SHA256SUMS file");
     m_app->add_option("--public-key", m_trust.public_key,
                       "the PEM public key (Ed25519 or ECDSA P-256) to check it with; with --manifest, it replaces "

@@ -202,9 +202,21 @@ void validate_spec(const ComponentSpec& spec, std::string_view where) {
   if (!spec.signature.empty() && spec.sha256sums.empty()) {
     throw UsageError(prefixed(where, "a signature is checked over SHA256SUMS: give --sha256sums too"));
   }
+  if (!spec.sha256sums_entry.empty() && spec.sha256sums.empty()) {
+    throw UsageError(prefixed(
+        where, "sha256sums entry '" + spec.sha256sums_entry + "' names a line of SHA256SUMS: give --sha256sums too"));
+  }
+  if (spec.sha256sums_entry.find_first_of(std::string_view("\n\r\0", 3)) != std::string::npos) {
+    throw UsageError(prefixed(where, "sha256sums entry of component '" + spec.name +
+                                         "' must be one line of SHA256SUMS: it holds a line break or a NUL"));
+  }
   if (!spec.payload_version.empty()) {
     Version::parse(spec.version_scheme, spec.payload_version);
   }
+}
+
+std::string sums_entry_name(const ComponentSpec& spec, const std::filesystem::path& payload) {
+  return spec.sha256sums_entry.empty() ? payload.filename().string() : spec.sha256sums_entry;
 }
 
 void validate_version_name(std::string_view version) {

@@ -205,8 +205,8 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     const std::string where = "$.components[" + std::to_string(i) + "]";
     const ObjectReader entry(components[i], where, file, quoting,
                              {"name", "kind", "source", "destination", "version", "version_scheme", "allow_downgrade",
-                              "keep", "checksum", "sha256sums", "signature", "public_key", "remount",
-                              "installed_version_from", "allow_minor_skip", "health_checks"});
+                              "keep", "checksum", "sha256sums", "sha256sums_entry", "signature", "public_key",
+                              "remount", "installed_version_from", "allow_minor_skip", "health_checks"});
     ComponentSpec spec;
     spec.name = entry.string("name", true);
     parse_at(entry, entry.at("name"), [&] {
@@ -246,6 +246,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     spec.compare = entry.boolean("checksum") ? Compare::checksum : Compare::content;
     spec.remount = entry.boolean("remount") ? Remount::yes : Remount::no;  // a host step: --remount for one
     spec.sha256sums = container_path(base, entry.string("sha256sums", false));
+    spec.sha256sums_entry = entry.string("sha256sums_entry", false);
     spec.signature = container_path(base, entry.string("signature", false));
     spec.public_key = container_path(base, entry.string("public_key", false));
     parse_at(entry, where, [&] {

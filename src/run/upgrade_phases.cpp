@@ -81,7 +81,7 @@ void UpgradeRun::verify() {
           Sha256Sums sums = load_payload_sums(work.item.spec);
           // A file payload the sums do not list is refused by the verification proper (exit 5).
           const bool listed = payload.type() == PayloadType::directory ||
-                              sums.expected_for(payload.path().filename().string()).has_value();
+                              sums.expected_for(sums_entry_name(work.item.spec, payload.path())).has_value();
           if (listed) {
             work.sums = std::move(sums);
             work.verification_deferred = true;
@@ -101,7 +101,7 @@ void UpgradeRun::verify() {
                        work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
         }
         if (payload.type() != PayloadType::directory) {
-          if (const auto hex = work.sums->expected_for(payload.path().filename().string())) {
+          if (const auto hex = work.sums->expected_for(sums_entry_name(work.item.spec, payload.path()))) {
             work.payload_file_digest = digest_from_hex(*hex);
           }
         }

@@ -89,6 +89,11 @@ std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payloa
     return std::nullopt;
   }
   Sha256Sums sums = load_payload_sums(spec);
+  if (payload.type() == PayloadType::directory && !spec.sha256sums_entry.empty()) {
+    throw UsageError("sha256sums entry '" + spec.sha256sums_entry + "' names the one file of a file or archive " +
+                     "payload, and payload '" + payload.path().string() + "' is a directory (its files are listed " +
+                     "under their own names)");
+  }
   if (payload.type() == PayloadType::directory) {
     Sha256Verifier verifier(sums);
     verify_tree(spec, payload.path(), payload.path(), verifier);
@@ -96,7 +101,7 @@ std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payloa
   }
   // The file that staging reads too (Payload::reopen), not whatever is at the path by then.
   const Fd file = payload.reopen();
-  verify_digest(sums, payload.path().filename().string(), sha256_fd(file.get(), payload.path().string()).value());
+  verify_digest(sums, sums_entry_name(spec, payload.path()), sha256_fd(file.get(), payload.path().string()).value());
   return sums;
 }
 

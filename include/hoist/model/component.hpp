@@ -82,7 +82,10 @@ struct ComponentSpec {
   unsigned keep = 3;
   Compare compare = Compare::content;
   std::filesystem::path sha256sums;  ///< empty: no verification
-  std::filesystem::path signature;   ///< with public_key: a detached signature over sha256sums
+  /// For a file or archive payload: the name its SHA256SUMS lists it under (a release's `rke2.linux-amd64` for the
+  /// binary an image keeps at /opt/rke2); empty: the payload's own file name.
+  std::string sha256sums_entry;
+  std::filesystem::path signature;  ///< with public_key: a detached signature over sha256sums
   std::filesystem::path public_key;
   /// A host step: make the mounts this component writes to writable for
   /// the run (the manifest's `remount`; `--remount` does it for every component).
@@ -125,6 +128,10 @@ void validate_component_name(std::string_view name);
 /// with sha256sums. Throws UsageError naming what is wrong; `where` prefixes
 /// the message ("" for flags, "manifest 'm.json': $.components[0]" for a manifest).
 void validate_spec(const ComponentSpec& spec, std::string_view where = {});
+
+/// The name a file or archive payload at `payload` is listed under in `spec`'s SHA256SUMS: `sha256sums_entry`,
+/// else the payload's file name.
+[[nodiscard]] std::string sums_entry_name(const ComponentSpec& spec, const std::filesystem::path& payload);
 
 /// Names that can never be versions on the host, because hoist uses them itself
 /// (`current`, `previous`, `state.json`, `pre-hoist`) or hides them (a leading

@@ -16,7 +16,8 @@ namespace hoist {
 ///    every listed name must be there (the SHA256SUMS file and its signature,
 ///    when they sit inside the payload, are not payload files);
 ///  - an archive or a single file: the file itself, listed under its file
-///    name, as systemd-sysupdate's SHA256SUMS lists artifacts.
+///    name, as systemd-sysupdate's SHA256SUMS lists artifacts, or under
+///    `spec.sha256sums_entry` when given (UsageError for a directory).
 /// Without sha256sums, does nothing and returns nullopt; else returns the sums
 /// it checked against. A mismatch throws Error(ExitCode::verification) naming
 /// the file. An archive or a single file is hashed through Payload::reopen():
