@@ -2,7 +2,9 @@
 the kustomize output is what we mean to ship, and the RBAC is exactly what
 `hoist prepare` uses (checked against the requests it makes to the fake server)."""
 
+import base64
 import copy
+import json
 import os
 import re
 import shutil
@@ -36,8 +38,12 @@ REFERENCE = Path(os.environ.get("HOIST_REFERENCE_DIR") or REPO.parent / "shared/
 # as it created it on a real cluster, whose drain.timeout is an integer count of nanoseconds only.
 CRDS = {"v0.20": REFERENCE / "upgrade.cattle.io_plans.yaml", "v0.15.3": REFERENCE / "upgrade.cattle.io_plans-v0.15.3.yaml"}
 SUC_ROLES = REFERENCE / "clusterrole.yaml"
-OVERLAYS = ["k3s", "sysext", "tree"]
-EXPECTED_PLANS = {"k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-tools"}, "tree": {"os-tree"}}
+OVERLAYS = ["hoist", "k3s", "sysext", "tree"]
+EXPECTED_PLANS = {"hoist": {"hoist"}, "k3s": {"k3s-server", "k3s-agent"}, "sysext": {"sysext-node-tools"},
+                  "tree": {"os-tree"}}
+# deploy/k3s-upstream: ../k3s's Plans patched to run from rancher/k3s-upgrade with the host's hoist (the hoist Plan
+# installs it). Checked on its own below: its Plans are k3s's under the same names.
+UPSTREAM = "k3s-upstream"
 # SUC's namespace: its own manifests create it, the overlays use it.
 SUC_NAMESPACE = "system-upgrade"
 PROJECT_VERSION = re.search(r"^project\(hoist VERSION (\S+?)[ )]", (REPO / "CMakeLists.txt").read_text(), re.M)[1]
@@ -116,9 +122,15 @@ def overlay_docs(name):
             for doc in yaml.safe_load_all((DEPLOY / name / resource).read_text()) if doc]
 
 
+def patch_files():
+    """The files kustomizations name as patches: parts of Plans, checked as the overlay renders them."""
+    return {path.parent / patch["path"] for path in DEPLOY.rglob("kustomization.yaml")
+            for patch in yaml.safe_load(path.read_text()).get("patches", [])}
+
+
 def plan_files():
-    return sorted(p for p in DEPLOY.rglob("*.yaml") if any(d.get("kind") == "Plan" for d in
-                                                               yaml.safe_load_all(p.read_text()) if d))
+    return sorted(p for p in DEPLOY.rglob("*.yaml") if p not in patch_files() and
+                  any(d.get("kind") == "Plan" for d in yaml.safe_load_all(p.read_text()) if d))
 
 
 @pytest.mark.parametrize("path", plan_files(), ids=lambda p: str(p.relative_to(DEPLOY)))
@@ -202,16 +214,22 @@ def test_the_documented_drain_timeout_patch_renders_in_each_controllers_form(tmp
                 assert "timeout" not in (plan["spec"].get("drain") or {}), name
 
 
+def documented_overlay(document, name, tmp_path):
+    """The overlay `document` writes with `cat > overlays/NAME/kustomization.yaml <<'EOF'`, as written there, beside a
+    copy of deploy/ (kustomize loads nothing outside an overlay's root but directories beside it)."""
+    text = document.read_text()
+    block = re.search(rf"cat > overlays/{name}/kustomization\.yaml <<'EOF'\n(.*?)\nEOF\n", text, re.S)[1]
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    overlay = tmp_path / "overlays" / name
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(block + "\n")
+    return overlay
+
+
 @needs_kubectl
 def test_the_readme_quick_start_overlay_renders_the_plans_with_its_images_and_version(tmp_path):
     # README's step 3, as written there: every image the Plans run is the operator's, both Plans name the version.
-    text = (REPO / "README.md").read_text()
-    block = re.search(r"cat > overlays/my-k3s/kustomization\.yaml <<'EOF'\n(.*?)\nEOF\n", text, re.S)[1]
-    shutil.copytree(DEPLOY, tmp_path / "deploy")
-    overlay = tmp_path / "overlays/my-k3s"
-    overlay.mkdir(parents=True)
-    (overlay / "kustomization.yaml").write_text(block + "\n")
-    plans = by_kind(render(overlay))["Plan"]
+    plans = by_kind(render(documented_overlay(REPO / "README.md", "my-k3s", tmp_path)))["Plan"]
     assert sorted(plans) == ["k3s-agent", "k3s-server"]
     for name, plan in plans.items():
         assert plan["spec"]["version"] == "v1.30.1+k3s1", name
@@ -321,7 +339,8 @@ def selects(selector, labels):
 
 
 # Each Plan's opt-in label, and the labels that make a node one of its kind.
-OPT_IN = {"k3s-server": ("k3s-upgrade", {"node-role.kubernetes.io/control-plane": "true"}),
+OPT_IN = {"hoist": ("k3s-upgrade", {}),
+          "k3s-server": ("k3s-upgrade", {"node-role.kubernetes.io/control-plane": "true"}),
           "k3s-agent": ("k3s-upgrade", {}),
           "sysext-node-tools": ("hoist-sysext", {}),
           "os-tree": ("hoist-os", {})}
@@ -570,6 +589,86 @@ def test_the_plans_that_cordon_or_drain_stage_in_prepare_with_the_upgrades_image
     assert staged == {"k3s-server", "k3s-agent", "os-tree"}
 
 
+# ------------------------------------------------------------------ deploy/k3s-upstream and deploy/hoist
+
+# The k3s component as the payload image's manifest (images/k3s/payload) states it, given as flags in the upstream
+# Plans; the sums are the release's own file from the Plan's Secret.
+SUMS_DIR = "/run/system-upgrade/secrets/k3s-release-sums"
+UPSTREAM_COMPONENT = ["--component=k3s", "--kind=file", "--source=/opt/k3s", "--destination=/usr/local/bin/k3s",
+                      "--version-scheme=k3s", "--installed-version-from=exec:--version",
+                      f"--sha256sums={SUMS_DIR}/sha256sum-amd64.txt"]
+
+
+def without_containers(spec):
+    return {k: v for k, v in spec.items() if k not in ("prepare", "upgrade", "secrets")}
+
+
+@needs_kubectl
+def test_the_upstream_plans_are_the_k3s_plans_run_from_rancher_k3s_upgrade_with_the_hosts_hoist(
+        rendered, plan_schema, tmp_path):
+    upstream = render(DEPLOY / UPSTREAM)
+    ours = rendered["k3s"]
+    # The same objects as deploy/k3s (its accounts and roles as they are), only the Plans' containers changed.
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in upstream) == \
+        sorted((d["kind"], d["metadata"]["name"]) for d in ours)
+    assert [d for d in upstream if d["kind"] != "Plan"] == [d for d in ours if d["kind"] != "Plan"]
+    hoist_plan = by_kind(rendered["hoist"])["Plan"]["hoist"]
+    hoist_args = hoist_plan["spec"]["upgrade"]["args"]
+    # Where the hoist Plan puts hoist, and where its file component's link points (hoist's state directory).
+    command = ["/host" + option(hoist_args, "--destination")]
+    versions = "/var/lib/hoist/" + option(hoist_args, "--component")
+    assert (command, versions) == (["/host/usr/local/bin/hoist"], "/var/lib/hoist/hoist")
+    # The payload image's manifest, whose component the flags restate.
+    recipe = subprocess.run([str(REPO / "images/k3s/payload"), str(tmp_path / "payload"), "v1.30.1+k3s1"],
+                            capture_output=True, text=True, env={**os.environ, "HOIST_BIN": ""}, timeout=60)
+    assert recipe.returncode == 0, recipe.stderr
+    (component,) = json.loads((tmp_path / "payload/hoist.json").read_text())["components"]
+    assert {"--component": component["name"], "--kind": component["kind"], "--destination": component["destination"],
+            "--installed-version-from": component["installed_version_from"],
+            "--version-scheme": json.loads((tmp_path / "payload/hoist.json").read_text())["version_scheme"]} == \
+        {name: option(UPSTREAM_COMPONENT, name) for name in ("--component", "--kind", "--destination",
+                                                              "--installed-version-from", "--version-scheme")}
+    plans = by_kind(upstream)["Plan"]
+    assert set(plans) == EXPECTED_PLANS["k3s"]
+    for name, plan in plans.items():
+        jsonschema.validate(plan, plan_schema, cls=jsonschema.Draft7Validator)
+        assert [problem for suc in CRDS for problem in suc_reads(plan, suc)] == []
+        theirs = by_kind(ours)["Plan"][name]
+        assert without_containers(plan["spec"]) == without_containers(theirs["spec"]), name
+        assert budget(plan) == budget(theirs), name
+        assert plan["spec"]["secrets"] == [{"name": "k3s-release-sums", "path": SUMS_DIR}]
+        for container in ("prepare", "upgrade"):
+            mine, base = plan["spec"][container], theirs["spec"][container]
+            # Untagged: SUC appends the munged version, rancher/k3s-upgrade's own tags.
+            assert mine["image"] == "rancher/k3s-upgrade"
+            assert mine["command"] == command
+            assert mine["volumes"] == [{"name": "hoist", "source": versions, "destination": versions}]
+            assert mine.get("securityContext") == base.get("securityContext")
+            # hoist's arguments: the payload image's, the manifest's component given as flags.
+            args = mine["args"]
+            assert [a for a in args if a in UPSTREAM_COMPONENT] == UPSTREAM_COMPONENT, (name, container)
+            assert [a for a in args if a not in UPSTREAM_COMPONENT] == \
+                [a for a in base["args"] if a != "--manifest=/payload/hoist.json"], (name, container)
+
+
+@needs_kubectl
+def test_the_upstream_overlay_of_the_docs_renders_with_its_secret_version_and_mirror(tmp_path):
+    # docs/upstream-images.md's overlay, as written there, beside a release's sum file.
+    overlay = documented_overlay(REPO / "docs/upstream-images.md", "k3s-upstream", tmp_path)
+    (overlay / "sha256sum-amd64.txt").write_text(f"{'a' * 64}  k3s\n")
+    docs = render(overlay)
+    (secret,) = by_kind(docs)["Secret"].values()
+    assert (secret["metadata"]["name"], secret["metadata"]["namespace"]) == ("k3s-release-sums", SUC_NAMESPACE)
+    assert base64.b64decode(secret["data"]["sha256sum-amd64.txt"]) == f"{'a' * 64}  k3s\n".encode()
+    plans = by_kind(docs)["Plan"]
+    assert sorted(plans) == ["k3s-agent", "k3s-server"]
+    for name, plan in plans.items():
+        assert plan["spec"]["version"] == "v1.30.1+k3s1", name
+        assert {plan["spec"][c]["image"] for c in ("prepare", "upgrade")} == \
+            {"registry.example/rancher/k3s-upgrade"}, name
+        assert plan["spec"]["secrets"][0]["name"] == secret["metadata"]["name"]
+
+
 # ------------------------------------------------------------------ images
 
 def test_hoist_image_is_the_version_tag_everywhere(rendered):
@@ -780,14 +879,21 @@ def test_the_agent_plans_own_prepare_step_waits_for_the_shipped_server_plan_then
 def test_the_plans_prepare_and_upgrade_arguments_are_hoists(rendered, host_root):
     # Every option a Plan passes parses: the run gets as far as reading the
     # payload manifest, which only the payload image has (a stage step that
-    # waits for a Plan reads it first: bad input fails before the wait).
-    for name, plan in plans_of(rendered).items():
+    # waits for a Plan reads it first: bad input fails before the wait), or
+    # the payload itself (hoist's own /hoist, the upstream image's /opt/k3s).
+    plans = [(name, plan) for name, plan in plans_of(rendered).items()]
+    plans += [(f"{UPSTREAM}/{name}", plan) for name, plan in by_kind(render(DEPLOY / UPSTREAM))["Plan"].items()]
+    for name, plan in plans:
         for container in ("prepare", "upgrade"):
             if container not in plan["spec"]:
                 continue
-            result = run_hoist("--host-root", host_root, *plan["spec"][container]["args"])
+            args = plan["spec"][container]["args"]
+            # The env SUC gives every container: the Plan's version, munged.
+            result = run_hoist("--host-root", host_root, *args,
+                               env={"SYSTEM_UPGRADE_PLAN_LATEST_VERSION": munge(plan["spec"]["version"])})
             assert "Run 'hoist --help'" not in result.stderr, (name, container, result)
-            assert "/payload/hoist.json" in result.stderr, (name, container, result)
+            read_first = option(args, "--manifest") or option(args, "--source")
+            assert f"'{read_first}'" in result.stderr, (name, container, result)
             assert result.returncode == 2, (name, container, result)
 
 

@@ -39,7 +39,7 @@ from known_secrets import SA_TOKEN
 from payloads import fake_k3s, host_read, manifest_without, state_of
 from prepare_harness import NAMESPACE, SERVER_PLAN, make_service_account, put_server_plan, suc, wait_for_watches
 from suc_emulator import SucEmulator
-from test_deploy_manifests import account_rules, overlay_docs
+from test_deploy_manifests import DEPLOY, account_rules, by_kind, overlay_docs, patch_files, render
 
 pytest_plugins = ["prepare_harness"]  # the fixtures: pki, cluster, server
 
@@ -209,8 +209,11 @@ def image_file(image, path):
 # ------------------------------------------------------------------ a Plan's Job, as job.go makes it
 
 def load_plans():
+    """The Plans as deploy/ ships them, by name; an overlay's patches of Plans (deploy/k3s-upstream) are not Plans."""
     plans = {}
     for path in sorted((REPO / "deploy").glob("*/plan*.yaml")):
+        if path in patch_files():
+            continue
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "Plan":
                 plans[doc["metadata"]["name"]] = doc
@@ -251,7 +254,8 @@ class Job:
     account; the env of every container (node, pod, the Plan's envs, then the
     Plan's name, latest hash and latest version, munged); the upgrade container
     privileged with CAP_SYS_BOOT, the prepare container only as its Plan's
-    securityContext says."""
+    securityContext says; a container's `command` replaces the image's entrypoint,
+    and its `volumes` are hostPath mounts (here: under the scratch host root)."""
 
     def __init__(self, plan, host_root, work_dir, image_names, secrets=None, kubernetes=("10.43.0.1", 443),
                  service_account=None, extra_env=None):
@@ -347,6 +351,13 @@ class Job:
             argv += ["--privileged"]
         for mount, directory in self.secrets.items():
             argv += ["--volume", f"{directory}:{mount}:ro"]
+        spec = self.plan["spec"][container]
+        for volume in spec.get("volumes") or []:
+            source = self.host_root / volume["source"].lstrip("/")
+            source.mkdir(parents=True, exist_ok=True)  # containerd makes a missing hostPath directory
+            argv += ["--volume", f"{source}:{volume['destination']}"]
+        if spec.get("command"):
+            argv += ["--entrypoint", json.dumps(spec["command"])]
         for key, value in self.env(container).items():
             argv += ["--env", f"{key}={value}"]
         return argv + [self.image(container), *self.args(container)]
@@ -593,6 +604,79 @@ def test_a_k3s_plan_job_upgrades_restarts_and_is_idempotent(plans, payloads, hos
     assert f"gate: k3s: already at {K3S_V1}, nothing to do" in pod[0].stderr  # the prepare container
     assert len(systemd.called("RestartUnit")) == 1
     assert state_of(host_root, "k3s")["last_result"]["outcome"] == "unchanged"
+
+
+def standin_k3s_upgrade_image(tmp_path, version):
+    """A stand-in for rancher/k3s-upgrade:<munged version>, which no registry here can give: FROM scratch with the
+    release's binary at /opt/k3s, where the upstream image keeps it, and nothing else (its entrypoint, upgrade.sh in
+    Alpine, never runs under deploy/k3s-upstream, which gives each container hoist as its command). The binary is
+    the images/k3s recipe's stand-in k3s."""
+    context = tmp_path / "k3s-upgrade"
+    recipe = subprocess.run([str(REPO / "images/k3s/payload"), str(context / "payload"), version],
+                            capture_output=True, text=True, env={**os.environ, "HOIST_BIN": ""}, timeout=60)
+    assert recipe.returncode == 0, recipe.stderr
+    shutil.copy2(context / "payload/k3s", context / "k3s")
+    # upstream's entrypoint and command, named and absent: the Plans replace them, and the image has no shell to run
+    # them with anyway.
+    (context / "Containerfile").write_text('FROM scratch\nCOPY k3s /opt/k3s\nENTRYPOINT ["/bin/upgrade.sh"]\n'
+                                           'CMD ["upgrade"]\n')
+    image = f"{image_name()}-k3s-upgrade:{munge(version)}"
+    podman("build", "--pull=never", "--tag", image, "--file", context / "Containerfile", context, timeout=300)
+    return image, (context / "k3s").read_bytes()
+
+
+def release_sums(binary):
+    """A release's sha256sum-amd64.txt: the binary's line among the other assets'."""
+    digest = hashlib.sha256(binary).hexdigest()
+    return {"sha256sum-amd64.txt": f"{'1' * 64}  k3s-airgap-images-amd64.tar.zst\n{digest}  k3s\n".encode()}
+
+
+def test_the_hoist_plan_installs_hoist_and_the_upstream_k3s_upgrade_image_runs_it(
+        plans, hoist_image, host_root, tmp_path, system_bus, cluster, server, pki):
+    # deploy/hoist, then deploy/k3s-upstream as rendered, as SUC's job.go runs them (docs/upstream-images.md).
+    systemd = system_bus.start("systemd_manager")
+    node_at(cluster, K3S_V1)
+    old_k3s = fake_k3s(host_root, tmp_path, "v1.29.5+k3s1").read_bytes()
+    name, tag = hoist_image.rsplit(":", 1)
+    (installed,) = Job(with_version(plans["hoist"], tag), host_root, tmp_path / "hoist-job",
+                       {"localhost/hoist": name}).run_pod()
+    assert installed.returncode == 0, installed
+    assert os.readlink(host_root / "usr/local/bin/hoist") == f"/var/lib/hoist/hoist/{tag}/hoist"
+    assert host_read(host_root, "/usr/local/bin/hoist") == image_file(hoist_image, "/hoist")
+    assert os.access(host_root / f"var/lib/hoist/hoist/{tag}/hoist", os.X_OK)
+
+    image, k3s = standin_k3s_upgrade_image(tmp_path, K3S_V1)
+    try:
+        upstream = by_kind(render(DEPLOY / "k3s-upstream"))["Plan"]
+        names = {"rancher/k3s-upgrade": image.rsplit(":", 1)[0]}
+        # The Secret of another release: refused in prepare, before SUC cordons the node; the host as it was.
+        before = manifest_without(host_root, "run/hoist", "var/lib/hoist/k3s")
+        job = Job(upstream["k3s-server"], host_root, tmp_path / "job-wrong", names,
+                  secrets={"k3s-release-sums": release_sums(b"another release's k3s\n")})
+        assert job.image("prepare") == image and job.image("upgrade") == image
+        (refused,) = job.run_pod()
+        assert refused.returncode == 5, refused
+        assert "checksum mismatch for 'k3s'" in refused.stderr
+        assert manifest_without(host_root, "run/hoist", "var/lib/hoist/k3s") == before
+
+        job = Job(upstream["k3s-server"], host_root, tmp_path / "job", names,
+                  secrets={"k3s-release-sums": release_sums(k3s)}, **in_cluster(server, pki, tmp_path / "sa"))
+        staged, result = job.run_pod(timeout=240)
+        assert staged.returncode == 0, staged
+        assert ("k3s: verified /opt/k3s against /run/system-upgrade/secrets/k3s-release-sums/sha256sum-amd64.txt"
+                in staged.stderr)
+        assert f"k3s: staged {K3S_V1} in " in staged.stderr
+        assert result.returncode == 0, result
+        assert f"switching to {K3S_V1} as `hoist stage` staged it" in result.stderr
+        assert f"health: node-ready passed: node '{NODE}' is Ready (kubelet {K3S_V1})" in result.stderr
+        assert os.readlink(host_root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_V1}/k3s"
+        assert host_read(host_root, "/usr/local/bin/k3s") == k3s == image_file(image, "/opt/k3s")
+        assert (host_root / "var/lib/hoist/k3s/pre-hoist/k3s").read_bytes() == old_k3s
+        assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"']
+        assert state_of(host_root, "k3s")["current"] == K3S_V1
+        assert state_of(host_root, "hoist")["current"] == tag
+    finally:
+        podman("rmi", "--force", image, check=False)
 
 
 def test_a_plan_whose_version_the_image_does_not_carry_is_refused(plans, payloads, host_root, tmp_path):
