@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "hoist/util/error.hpp"
@@ -18,9 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::abort();
     }
     for (const auto& [name, digest] : sums.entries()) {
-      if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos || name.empty() ||
+      const std::string hex = hoist::to_hex(digest);
+      if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos || name.empty() ||
           name.front() == '/' || name.find('\0') != std::string::npos || name == ".." || name.rfind("../", 0) == 0 ||
-          name.find("/../") != std::string::npos || sums.expected_for(name) != digest) {
+          name.find("/../") != std::string::npos || sums.expected_for(name) != hex) {
         std::abort();
       }
     }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <new>
@@ -104,6 +105,25 @@ std::optional<Sha256Digest> digest_from_hex(std::string_view hex) {
     digest[i] = static_cast<std::byte>((high << 4) | low);
   }
   return digest;
+}
+
+namespace {
+
+bool name_before(const DigestTable::Entry& entry, std::string_view name) {
+  return entry.name < name;
+}
+
+}  // namespace
+
+std::size_t DigestTable::index_of(std::string_view name) const {
+  const auto it = std::lower_bound(m_entries.begin(), m_entries.end(), name, name_before);
+  return it != m_entries.end() && it->name == name ? static_cast<std::size_t>(it - m_entries.begin())
+                                                   : m_entries.size();
+}
+
+const Sha256Digest* DigestTable::find(std::string_view name) const {
+  const std::size_t index = index_of(name);
+  return index < m_entries.size() ? &m_entries[index].digest : nullptr;
 }
 
 Expected<std::string> sha256_fd(int fd, std::string_view display) {

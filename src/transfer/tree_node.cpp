@@ -102,8 +102,8 @@ std::optional<Sha256Digest> listed_digest(const TransferOptions& options, const 
   if (options.payload_digests == nullptr || options.compare == Compare::checksum) {
     return std::nullopt;
   }
-  const auto it = options.payload_digests->find(relpath);
-  return it != options.payload_digests->end() ? digest_from_hex(it->second) : std::nullopt;
+  const Sha256Digest* digest = options.payload_digests->find(relpath);
+  return digest != nullptr ? std::optional<Sha256Digest>(*digest) : std::nullopt;
 }
 
 Compared compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, EntryPath at,

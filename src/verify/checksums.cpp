@@ -2,8 +2,12 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hoist/model/input_file.hpp"
 #include "hoist/sys/sha256.hpp"
@@ -81,7 +85,10 @@ Sha256Sums Sha256Sums::parse(std::string_view text, std::string_view source_name
   Sha256Sums sums;
   sums.m_source = source_name;
   sums.m_quoting = quoting;
-  std::map<std::string, std::size_t, std::less<>> first_line;
+  // The entries in the file's order, each with its line; sorted by name at the end, where a name listed twice is
+  // found (and named with the line it was first on).
+  std::vector<DigestTable::Entry> listed;
+  std::vector<std::size_t> lines;
   std::size_t line_number = 0;
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -130,18 +137,45 @@ Sha256Sums Sha256Sums::parse(std::string_view text, std::string_view source_name
     if (const std::string problem = name_problem(name, quoting); !problem.empty()) {
       throw_invalid(source_name, line_number, problem);
     }
-    if (const auto it = first_line.find(name); it != first_line.end()) {
-      throw_invalid(source_name, line_number,
-                    "duplicate file name " + (quoting == InputQuoting::values ? in_quotes(name) + " " : "") +
-                        "(first on line " + std::to_string(it->second) + ")");
-    }
-    first_line.emplace(name, line_number);
-    sums.m_entries.emplace(name, to_lower_hex(line.substr(0, k_hex_length)));
+    listed.push_back({std::string(name), *digest_from_hex(line.substr(0, k_hex_length))});
+    lines.push_back(line_number);
   }
-  if (sums.m_entries.empty()) {
+  if (listed.empty()) {
     // An empty list would verify an empty payload and nothing else; it is always a mistake.
     throw Error(ExitCode::verification, "invalid SHA256SUMS " + in_quotes(source_name) + ": no entries");
   }
+  // Positions in the file, sorted by name (stable: a name's first line comes first).
+  std::vector<std::uint32_t> order(listed.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&listed](std::uint32_t a, std::uint32_t b) { return listed[a].name < listed[b].name; });
+  // The earliest second listing of a name is the one named, as a reader of the file meets it.
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> duplicate;  // (first, again)
+  for (std::size_t start = 0; start < order.size();) {
+    std::size_t end = start + 1;
+    while (end < order.size() && listed[order[end]].name == listed[order[start]].name) {
+      ++end;
+    }
+    if (end - start > 1 && (!duplicate || order[start + 1] < duplicate->second)) {
+      duplicate = std::pair{order[start], order[start + 1]};
+    }
+    start = end;
+  }
+  if (duplicate) {
+    const std::string& name = listed[duplicate->first].name;
+    throw_invalid(source_name, lines[duplicate->second],
+                  "duplicate file name " + (quoting == InputQuoting::values ? in_quotes(name) + " " : "") +
+                      "(first on line " + std::to_string(lines[duplicate->first]) + ")");
+  }
+  lines = {};
+  std::vector<DigestTable::Entry> sorted;
+  sorted.reserve(listed.size());
+  for (const std::uint32_t i : order) {
+    sorted.push_back(std::move(listed[i]));
+  }
+  sums.m_entries = DigestTable(std::move(sorted));
   return sums;
 }
 
@@ -150,11 +184,11 @@ Sha256Sums Sha256Sums::load(const std::filesystem::path& path) {
 }
 
 std::optional<std::string> Sha256Sums::expected_for(std::string_view name) const {
-  const auto it = m_entries.find(std::string(name));
-  if (it == m_entries.end()) {
+  const Sha256Digest* digest = m_entries.find(name);
+  if (digest == nullptr) {
     return std::nullopt;
   }
-  return it->second;
+  return to_hex(*digest);
 }
 
 // ---- verification of payload files ----
@@ -165,9 +199,11 @@ namespace {
   throw Error(ExitCode::verification, in_quotes(name) + " is not listed in SHA256SUMS " + in_quotes(sums.source()));
 }
 
-void compare(const Sha256Sums& sums, std::string_view name, const std::string& expected, std::string_view actual_hex) {
+void compare(const Sha256Sums& sums, std::string_view name, const Sha256Digest& listed_digest,
+             std::string_view actual_hex) {
   const std::string actual = to_lower_hex(actual_hex);
-  if (actual != expected) {
+  if (digest_from_hex(actual) != listed_digest) {
+    const std::string expected = to_hex(listed_digest);
     // The payload's own digest may be shown; the listed one is text of the sums file.
     const std::string listed =
         sums.quoting() == InputQuoting::values
@@ -187,33 +223,33 @@ void verify_file(const Sha256Sums& sums, std::string_view name, const std::files
 }
 
 void verify_digest(const Sha256Sums& sums, std::string_view name, std::string_view actual_hex) {
-  const std::optional<std::string> expected = sums.expected_for(name);
-  if (!expected) {
+  const Sha256Digest* listed = sums.entries().find(name);
+  if (listed == nullptr) {
     throw_not_listed(sums, name);
   }
-  compare(sums, name, *expected, actual_hex);
+  compare(sums, name, *listed, actual_hex);
 }
 
 bool Sha256Verifier::expect(std::string_view name) const {
-  return m_sums.expected_for(name).has_value();
+  return m_sums.entries().find(name) != nullptr;
 }
 
 void Sha256Verifier::check(std::string_view name, std::string_view actual_hex) {
-  const std::optional<std::string> expected = m_sums.expected_for(name);
-  if (!expected) {
+  const std::size_t index = m_sums.entries().index_of(name);
+  if (index == m_sums.entries().size()) {
     throw_not_listed(m_sums, name);
   }
-  compare(m_sums, name, *expected, actual_hex);
-  m_seen.emplace(name);
+  compare(m_sums, name, m_sums.entries()[index].digest, actual_hex);
+  m_seen[index] = true;
 }
 
 void Sha256Verifier::finish() const {
   const std::string* first_missing = nullptr;
   std::size_t missing = 0;
-  for (const auto& [name, hex] : m_sums.entries()) {
-    if (!m_seen.contains(name)) {
+  for (std::size_t i = 0; i < m_seen.size(); ++i) {
+    if (!m_seen[i]) {
       if (first_missing == nullptr) {
-        first_missing = &name;
+        first_missing = &m_sums.entries()[i].name;
       }
       ++missing;
     }

@@ -9,6 +9,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "hoist/util/expected.hpp"
 
@@ -22,6 +24,35 @@ std::string to_hex(const Sha256Digest& digest);
 
 /// The digest that 64 hex digits (either case) spell; nullopt for anything else.
 std::optional<Sha256Digest> digest_from_hex(std::string_view hex);
+
+/// Names with their SHA-256 digests, sorted by name: a verified SHA256SUMS as the transfer looks its payload's
+/// files up in it. One array of (name, 32 bytes), not a tree of nodes holding hex strings: a payload of 100,000
+/// files lists as many, and the lookups run while everything else of the staging is in memory too.
+class DigestTable {
+ public:
+  struct Entry {
+    std::string name;
+    Sha256Digest digest;
+  };
+
+  DigestTable() = default;
+  /// Takes `entries` sorted by name, each name once (Sha256Sums::parse() makes them so).
+  explicit DigestTable(std::vector<Entry> entries) : m_entries(std::move(entries)) {}
+
+  /// The digest listed for `name`, or nullptr.
+  [[nodiscard]] const Sha256Digest* find(std::string_view name) const;
+  /// The position of `name` in the table (begin() + index), or size() when it is not listed.
+  [[nodiscard]] std::size_t index_of(std::string_view name) const;
+
+  [[nodiscard]] std::size_t size() const noexcept { return m_entries.size(); }
+  [[nodiscard]] bool empty() const noexcept { return m_entries.empty(); }
+  [[nodiscard]] const Entry& operator[](std::size_t index) const { return m_entries[index]; }
+  [[nodiscard]] std::vector<Entry>::const_iterator begin() const noexcept { return m_entries.begin(); }
+  [[nodiscard]] std::vector<Entry>::const_iterator end() const noexcept { return m_entries.end(); }
+
+ private:
+  std::vector<Entry> m_entries;
+};
 
 /// A streaming SHA-256 over OpenSSL's EVP interface. Owns its EVP_MD_CTX.
 /// Feed it with update() as data arrives, then take the digest with final_hex().

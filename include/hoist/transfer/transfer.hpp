@@ -2,9 +2,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 
+#include "hoist/sys/sha256.hpp"
 #include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/payload.hpp"
 
@@ -54,9 +54,9 @@ struct TransferOptions {
   /// The content index of link_dest (stage_tree) or of the destination (sync_tree) as hoist last wrote it;
   /// nullptr when there is none: then their files' bytes are read to compare them.
   const ContentIndex* known = nullptr;
-  /// Directory payloads: the SHA-256 that the verified SHA256SUMS lists for each payload file (relative path →
-  /// hex digits), or nullptr: then the payload's files are read to compare them.
-  const std::map<std::string, std::string>* payload_digests = nullptr;
+  /// Directory payloads: the SHA-256 that the verified SHA256SUMS lists for each payload file (by relative path),
+  /// or nullptr: then the payload's files are read to compare them.
+  const DigestTable* payload_digests = nullptr;
   /// File and archive payloads: the SHA-256 that the verified SHA256SUMS lists for the payload file itself, or
   /// nullptr: then it is read to compare it (the file kind's installers; an archive's entries are always read).
   const Sha256Digest* payload_file_digest = nullptr;

@@ -2,15 +2,14 @@
 
 #include <cstddef>
 #include <filesystem>
-#include <functional>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "hoist/model/input_file.hpp"
+#include "hoist/sys/sha256.hpp"
 
 namespace hoist {
 
@@ -40,8 +39,8 @@ class Sha256Sums {
   /// file throws UsageError naming `path`.
   static Sha256Sums load(const std::filesystem::path& path);
 
-  /// Name → lowercase hex digest, for every entry.
-  [[nodiscard]] const std::map<std::string, std::string>& entries() const noexcept { return m_entries; }
+  /// Every entry, sorted by name, with its digest.
+  [[nodiscard]] const DigestTable& entries() const noexcept { return m_entries; }
   /// The lowercase hex digest listed for `name`, if it is listed.
   [[nodiscard]] std::optional<std::string> expected_for(std::string_view name) const;
   /// The file name given to parse() or load(), for messages.
@@ -52,7 +51,7 @@ class Sha256Sums {
  private:
   std::string m_source;
   InputQuoting m_quoting = InputQuoting::values;
-  std::map<std::string, std::string> m_entries;
+  DigestTable m_entries;
 };
 
 /// Checks that `file` (a path in the container) hashes to the digest that `sums`
@@ -67,10 +66,12 @@ void verify_digest(const Sha256Sums& sums, std::string_view name, std::string_vi
 
 /// Checks a payload against SHA256SUMS while it streams past, one file at a time, in
 /// any order (a directory walk, an archive). Every payload file goes through check();
-/// finish() then proves that nothing listed was missing. Not thread-safe.
+/// finish() then proves that nothing listed was missing. It reads the sums it is given, which must outlive it
+/// (a payload of 100,000 files is not listed twice in memory), and keeps one bit an entry. Not thread-safe.
 class Sha256Verifier {
  public:
-  explicit Sha256Verifier(Sha256Sums sums) : m_sums(std::move(sums)) {}
+  explicit Sha256Verifier(const Sha256Sums& sums) : m_sums(sums), m_seen(sums.entries().size(), false) {}
+  explicit Sha256Verifier(Sha256Sums&&) = delete;
 
   /// Whether `name` is listed, so a caller can tell before hashing. A payload file that
   /// is not listed is an error for check(); a caller that allows some (the SHA256SUMS
@@ -90,8 +91,8 @@ class Sha256Verifier {
   [[nodiscard]] const Sha256Sums& sums() const noexcept { return m_sums; }
 
  private:
-  Sha256Sums m_sums;
-  std::set<std::string, std::less<>> m_seen;
+  const Sha256Sums& m_sums;  // NOLINT(cppcoreguidelines-avoid-const-or-ref-data-members): a view, never copied
+  std::vector<bool> m_seen;
 };
 
 }  // namespace hoist
