@@ -292,6 +292,28 @@ def test_without_logind_systemd_starts_reboot_target_irreversibly(host_root, pay
     assert not systemd.called("Reboot")
 
 
+def test_a_stop_while_the_reboot_request_is_on_its_way_is_the_hosts_going_down_not_a_refusal(
+        host_root, payloads, system_bus):
+    # The kubelet stops the Job's pod when the host goes down for this very reboot, sometimes before systemd's answer
+    # to StartUnit is read: the call ended with EINTR, and hoist took it for a refusal ("failed to reboot the host:
+    # ...; systemd: Interrupted system call"), switched back to 1.0.0 and exited 1 while the reboot went on.
+    v1, v2 = payloads
+    upgrade(host_root, *args(v1, "1.0.0"), check=0)
+    systemd = system_bus.start("systemd_manager", slow_starts={"reboot.target": 3000})
+    process = spawn(host_root, *args(v2, "1.1.0", "--reboot", "always"))
+    systemd.wait_for_call("StartUnit")
+    process.send_signal(signal.SIGTERM)
+    code, _, err = finish(process)
+    assert code == 1
+    assert "stopped by SIGTERM while asking for the reboot through systemd StartUnit reboot.target (the host is " \
+           "going down; the run after the boot checks it)" in err, err
+    assert "failed to reboot the host" not in err and "switching back" not in err
+    state = state_of(host_root, "app")
+    assert state["current"] == "1.1.0"
+    assert state["pending_reboot"]["target"] == "1.1.0"
+    assert os.readlink(host_root / "opt/app/current") == "1.1.0"
+
+
 @pytest.mark.parametrize("flavour", ["BlockedByInhibitorLock", "AccessDenied"])
 def test_an_inhibitor_is_waited_out(host_root, payloads, system_bus, flavour):
     v1, _ = payloads

@@ -5,6 +5,7 @@ Parameters (JSON, dbusmock -p):
   results:         {unit: job result}   JobRemoved's result ("done" when absent)
   failed_jobs:     {unit: [n, ...]}     which of a unit's jobs (1 = its first) end 'failed' whatever `results` says
   delays:          {unit: ms}           before JobRemoved is emitted (-1: never)
+  slow_starts:     {unit: ms}           StartUnit answers only after this long (the caller waits for the reply)
   early:           [unit]               JobRemoved is emitted before the method returns
   missing:         [unit]               the method fails with NoSuchUnit
   service_results: {unit: Result}       the unit's Service.Result property
@@ -57,6 +58,7 @@ def load(mock, parameters):
     mock.results = dict(parameters.get('results', {}))
     mock.failed_jobs = {unit: list(numbers) for unit, numbers in parameters.get('failed_jobs', {}).items()}
     mock.delays = dict(parameters.get('delays', {}))
+    mock.slow_starts = dict(parameters.get('slow_starts', {}))
     mock.early = list(parameters.get('early', []))
     mock.missing = list(parameters.get('missing', []))
     mock.service_results = dict(parameters.get('service_results', {}))
@@ -271,6 +273,8 @@ def ReloadOrRestartUnit(self, name, _mode):
 
 @dbus.service.method(MAIN_IFACE, in_signature='ss', out_signature='o')
 def StartUnit(self, name, _mode):
+    if str(name) in self.slow_starts:
+        time.sleep(int(self.slow_starts[str(name)]) / 1000)
     start_process(self, str(name))
     return queue_job(self, str(name))
 

@@ -53,6 +53,18 @@ std::string describe(const sdbus::Error& e) {
   return e.getMessage() + " (" + e.getName() + ")";
 }
 
+// A stop signal that lands while the request is on its way ends the call with EINTR: sent, its answer never read.
+// It is what a host going down for this very reboot sends (the kubelet stopping the Job's pod), so it is the
+// run's stop, as one during the wait for the reboot is, not a manager that refused: nothing is switched back here,
+// and the run after the boot checks it (a reboot that never came is found there).
+void throw_if_stopped_while_asking(const sdbus::Error& e, RebootRoute route) {
+  if (e.getName() == "System.Error.EINTR" && stop_signals::received() != 0) {
+    throw Interrupted("stopped by " + std::string(stop_signals::received_name()) +
+                      " while asking for the reboot through " + std::string(to_string(route)) +
+                      " (the host is going down; the run after the boot checks it)");
+  }
+}
+
 // The block inhibitors of shutdown, as ListInhibitors names them, for the
 // message that says why the reboot waits.
 std::string blocking_inhibitors(sdbus::IProxy& logind) {
@@ -93,6 +105,7 @@ Asked ask_logind(sdbus::IProxy& logind, bool with_flags, std::string& failure) {
     }
     return Asked::yes;
   } catch (const sdbus::Error& e) {
+    throw_if_stopped_while_asking(e, with_flags ? RebootRoute::logind : RebootRoute::logind_legacy);
     if (with_flags && is_unknown_method(e)) {
       return Asked::unknown_method;
     }
@@ -168,6 +181,7 @@ bool reboot_through_systemd(SystemBus& bus, Declined& declined) {
     spdlog::info("systemd queued reboot.target as job {}", std::string(job));
     return true;
   } catch (const sdbus::Error& e) {
+    throw_if_stopped_while_asking(e, RebootRoute::systemd);
     declined = Declined{is_missing_service(e), "systemd: " + describe(e)};
     return false;
   }
