@@ -8,7 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from conftest import HOIST_BIN, tree_manifest
+from conftest import HOIST_BIN, run_hoist, tree_manifest
 from payloads import fake_k3s, host_read, manifest_without, state_of, upgrade
 
 SOURCE_DIR = Path(os.environ.get("HOIST_SOURCE_DIR") or Path(__file__).resolve().parent.parent)
@@ -171,3 +171,17 @@ def test_the_entry_is_refused_without_sums_with_a_line_break_and_for_a_directory
     assert (f"sha256sums entry 'k3s' names the one file of a file or archive payload, and payload '{image}/opt' is "
             "a directory") in result.stderr
     assert manifest_without(host_root, "run/hoist", "var/lib/hoist") == before
+    # The same after `hoist stage` staged the directory: the upgrade that switches to it checks the staged copy
+    # through its index instead of verifying the payload again, and refuses the entry as well.
+    sums = tmp_path / "opt.SHA256SUMS"
+    sums.write_text(f"{hashlib.sha256((image / 'opt/k3s').read_bytes()).hexdigest()}  k3s\n")
+    tree = ("--component", "opt", "--kind", "tree", "--source", str(image / "opt"), "--destination", "/opt/k3s-tree",
+            "--version", "1.0.0", "--sha256sums", str(sums))
+    run_hoist("stage", "--host-root", host_root, "--lock-timeout", "5", *tree, check=0)
+    staged = tree_manifest(host_root)
+    result = upgrade(host_root, *tree, "--sha256sums-entry", "k3s", check=2)
+    assert (f"sha256sums entry 'k3s' names the one file of a file or archive payload, and payload '{image}/opt' is "
+            "a directory") in result.stderr
+    assert not (host_root / "opt/k3s-tree/current").exists()
+    assert manifest_without(host_root, "run/hoist", "var/lib/hoist") == \
+        {k: v for k, v in staged.items() if not k.startswith(("run/hoist", "var/lib/hoist"))}

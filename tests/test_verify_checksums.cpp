@@ -292,6 +292,18 @@ TEST_CASE("Sha256Verifier::finish refuses a payload missing a listed file", "[co
   CHECK(std::string(e.what()) == "'bin/k3s' is listed in SHA256SUMS but not in the payload");
 }
 
+TEST_CASE("Sha256Verifier::check_listed checks the listing alone", "[core][checksums]") {
+  const Sha256Sums sums = Sha256Sums::parse(k_abc + "  bin/k3s\n" + k_hello + "  etc/hello\n", k_source);
+  Sha256Verifier verifier(sums);
+  verifier.check_listed("etc/hello");
+  CHECK(std::string(thrown_by([&] { verifier.finish(); }).what()) ==
+        "'bin/k3s' is listed in SHA256SUMS but not in the payload");
+  CHECK(std::string(thrown_by([&] { verifier.check_listed("bin/evil"); }).what()) ==
+        "'bin/evil' is not listed in SHA256SUMS '/payload/SHA256SUMS'");
+  verifier.check_listed("bin/k3s");
+  verifier.finish();
+}
+
 TEST_CASE("Sha256Verifier::finish counts the other missing files", "[core][checksums]") {
   const Sha256Sums sums = Sha256Sums::parse(k_abc + "  c\n" + k_hello + "  a\n" + k_k3s + "  b\n", k_source);
   const Sha256Verifier verifier(sums);

@@ -76,12 +76,13 @@ void UpgradeRun::verify() {
       const LogFields fields = phase_fields(work, "verify");
       if (work.gate.changes_host() && !work.item.spec.sha256sums.empty()) {
         const Payload& payload = work.item.payload;
+        check_sums_entry_applies(work.item.spec, payload);
         // Not under --checksum, which trusts no listed digest: then the payload is read and verified as always.
         if (work.staged_ahead && payload.type() != PayloadType::archive && work.item.spec.compare == Compare::content) {
           Sha256Sums sums = load_payload_sums(work.item.spec);
           // A file payload the sums do not list is refused by the verification proper (exit 5).
           const bool listed = payload.type() == PayloadType::directory ||
-                              sums.expected_for(sums_entry_name(work.item.spec, payload.path())).has_value();
+                              sums.entries().find(sums_entry_name(work.item.spec, payload.path())) != nullptr;
           if (listed) {
             work.sums = std::move(sums);
             work.verification_deferred = true;
@@ -101,8 +102,8 @@ void UpgradeRun::verify() {
                        work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
         }
         if (payload.type() != PayloadType::directory) {
-          if (const auto hex = work.sums->expected_for(sums_entry_name(work.item.spec, payload.path()))) {
-            work.payload_file_digest = digest_from_hex(*hex);
+          if (const Sha256Digest* listed = work.sums->entries().find(sums_entry_name(work.item.spec, payload.path()))) {
+            work.payload_file_digest = *listed;
           }
         }
       }

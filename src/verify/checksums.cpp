@@ -234,13 +234,22 @@ bool Sha256Verifier::expect(std::string_view name) const {
   return m_sums.entries().find(name) != nullptr;
 }
 
-void Sha256Verifier::check(std::string_view name, std::string_view actual_hex) {
+std::size_t Sha256Verifier::listed_index(std::string_view name) const {
   const std::size_t index = m_sums.entries().index_of(name);
   if (index == m_sums.entries().size()) {
     throw_not_listed(m_sums, name);
   }
+  return index;
+}
+
+void Sha256Verifier::check(std::string_view name, std::string_view actual_hex) {
+  const std::size_t index = listed_index(name);
   compare(m_sums, name, m_sums.entries()[index].digest, actual_hex);
   m_seen[index] = true;
+}
+
+void Sha256Verifier::check_listed(std::string_view name) {
+  m_seen[listed_index(name)] = true;
 }
 
 void Sha256Verifier::finish() const {

@@ -52,8 +52,7 @@ void verify_tree(const ComponentSpec& spec, const fs::path& walked, const fs::pa
       continue;
     }
     if (reading == Reading::listing_only) {
-      // A name the sums do not list fails check() whatever the digest.
-      verifier.check(name, verifier.sums().expected_for(name).value_or(std::string()));
+      verifier.check_listed(name);
       ++files;
       continue;
     }
@@ -76,6 +75,14 @@ Sha256Sums load_payload_sums(const ComponentSpec& spec) {
                                  : load_verified(spec.sha256sums, spec.signature, spec.public_key);
 }
 
+void check_sums_entry_applies(const ComponentSpec& spec, const Payload& payload) {
+  if (payload.type() == PayloadType::directory && !spec.sha256sums_entry.empty()) {
+    throw UsageError("sha256sums entry '" + spec.sha256sums_entry + "' names the one file of a file or archive " +
+                     "payload, and payload '" + payload.path().string() + "' is a directory (its files are listed " +
+                     "under their own names)");
+  }
+}
+
 void check_payload_listing(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload) {
   if (payload.type() != PayloadType::directory) {
     return;
@@ -89,11 +96,6 @@ std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payloa
     return std::nullopt;
   }
   Sha256Sums sums = load_payload_sums(spec);
-  if (payload.type() == PayloadType::directory && !spec.sha256sums_entry.empty()) {
-    throw UsageError("sha256sums entry '" + spec.sha256sums_entry + "' names the one file of a file or archive " +
-                     "payload, and payload '" + payload.path().string() + "' is a directory (its files are listed " +
-                     "under their own names)");
-  }
   if (payload.type() == PayloadType::directory) {
     Sha256Verifier verifier(sums);
     verify_tree(spec, payload.path(), payload.path(), verifier);

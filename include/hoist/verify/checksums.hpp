@@ -83,6 +83,10 @@ class Sha256Verifier {
   /// A name seen twice (a tar may hold one path twice) is checked each time.
   void check(std::string_view name, std::string_view actual_hex);
 
+  /// What check() proves of a name without a digest: that it is listed (else Error(ExitCode::verification)), and
+  /// that it went past, for finish(). For a listing checked apart from the bytes.
+  void check_listed(std::string_view name);
+
   /// Throws Error(ExitCode::verification) when a listed name never went through check():
   /// `'bin/k3s' is listed in SHA256SUMS but not in the payload`, with
   /// ` (and N more)` appended when several are missing.
@@ -91,6 +95,9 @@ class Sha256Verifier {
   [[nodiscard]] const Sha256Sums& sums() const noexcept { return m_sums; }
 
  private:
+  /// The position of `name` in the sums; Error(ExitCode::verification) when it is not listed.
+  [[nodiscard]] std::size_t listed_index(std::string_view name) const;
+
   const Sha256Sums& m_sums;  // NOLINT(cppcoreguidelines-avoid-const-or-ref-data-members): a view, never copied
   std::vector<bool> m_seen;
 };

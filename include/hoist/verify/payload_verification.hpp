@@ -17,12 +17,16 @@ namespace hoist {
 ///    when they sit inside the payload, are not payload files);
 ///  - an archive or a single file: the file itself, listed under its file
 ///    name, as systemd-sysupdate's SHA256SUMS lists artifacts, or under
-///    `spec.sha256sums_entry` when given (UsageError for a directory).
+///    `spec.sha256sums_entry` when given (check_sums_entry_applies() first).
 /// Without sha256sums, does nothing and returns nullopt; else returns the sums
 /// it checked against. A mismatch throws Error(ExitCode::verification) naming
 /// the file. An archive or a single file is hashed through Payload::reopen():
 /// the file that staging reads, whatever is at its path by then.
 std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload);
+
+/// Throws UsageError when `spec` names a sums entry (`--sha256sums-entry`) for a directory payload, whose files are
+/// listed under their own names: checked once for every run that verifies, before either way of verifying.
+void check_sums_entry_applies(const ComponentSpec& spec, const Payload& payload);
 
 /// The component's SHA256SUMS (`spec.sha256sums`), its detached signature checked first when a public key is
 /// given, as verify_payload() loads them, without reading the payload. Throws as verify_payload() does.
