@@ -123,13 +123,14 @@ def overlay_docs(name):
 
 
 def patch_files():
-    """The files kustomizations name as patches: parts of Plans, checked as the overlay renders them."""
-    return {path.parent / patch["path"] for path in DEPLOY.rglob("kustomization.yaml")
-            for patch in yaml.safe_load(path.read_text()).get("patches", [])}
+    """The files kustomizations name as patches (resolved paths): parts of Plans, checked as the overlay renders
+    them."""
+    return {(path.parent / patch["path"]).resolve() for path in DEPLOY.rglob("kustomization.yaml")
+            for patch in yaml.safe_load(path.read_text()).get("patches", []) if "path" in patch}
 
 
 def plan_files():
-    return sorted(p for p in DEPLOY.rglob("*.yaml") if p not in patch_files() and
+    return sorted(p for p in DEPLOY.rglob("*.yaml") if p.resolve() not in patch_files() and
                   any(d.get("kind") == "Plan" for d in yaml.safe_load_all(p.read_text()) if d))
 
 

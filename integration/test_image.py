@@ -212,7 +212,7 @@ def load_plans():
     """The Plans as deploy/ ships them, by name; an overlay's patches of Plans (deploy/k3s-upstream) are not Plans."""
     plans = {}
     for path in sorted((REPO / "deploy").glob("*/plan*.yaml")):
-        if path in patch_files():
+        if path.resolve() in patch_files():
             continue
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "Plan":
