@@ -7,6 +7,7 @@ changes keeps its size. A run must install the new bytes, for every kind and pay
 SHA256SUMS, and still take the unchanged files from the old version (tree: hard links)."""
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from payloads import host_read, read_tree, state_of, upgrade, write_sha256sums
+from payloads import host_read, manifest_without, read_tree, state_of, upgrade, write_sha256sums
 
 ONE_MTIME = 1_700_000_000  # every file and directory of every version below
 BSDTAR = shutil.which("bsdtar")
@@ -250,3 +251,121 @@ def test_a_run_killed_around_the_index_write_leaves_no_index_that_vouches_for_an
     assert os.readlink(host_root / "opt/c/current") == "2.0.0"
     assert installed_files(host_root / "opt/c/2.0.0") == expected_files(V2)
     assert sorted(p.name for p in index_dir(host_root).iterdir()) == ["1.0.0", "2.0.0"], result.stderr
+
+
+# With SHA256SUMS the sums are the payload's side: verification reads only the payload files whose listed bytes the
+# installed version does not hold (its content index vouching for the file as it is now), and the transfer keeps
+# the installed file for the others. A payload file that differs from its sums is then refused wherever it is read.
+KIND_ARGS = {
+    "tree": lambda source, version: tree_args(source, version),
+    "sync": lambda source, version: ["--component", "c", "--kind", "sync", "--source", source, "--destination",
+                                     "/opt/c", "--version", version],
+}
+
+
+def installed_root(host_root, kind):
+    return host_root / ("opt/c/current" if kind == "tree" else "opt/c")
+
+
+def corrupt_keeping_size_and_mtime(path, content):
+    """Writes `content` (of the same size) into `path`, its mtime put back: what the sums alone can tell apart."""
+    before = os.stat(path)
+    assert len(content) == before.st_size
+    with open(path, "r+b") as f:
+        f.write(content)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def upgraded_with_sums(host_root, tmp_path, kind):
+    """1.0.0 installed with its sums; 2.0.0's payload (etc/conf changed) and the sums its image ships."""
+    v1 = reproducible_tree(tmp_path / "v1", V1)
+    upgrade(host_root, *KIND_ARGS[kind](v1, "1.0.0"), "--sha256sums", sums_for(tmp_path, "1.0.0", v1), check=0)
+    v2 = reproducible_tree(tmp_path / "v2", V2)
+    return v2, sums_for(tmp_path, "2.0.0", v2)
+
+
+def payload_files_opened(log, payload):
+    """The files under `payload` (relative paths) that the opens of an `strace -y` log name, by path or by name in
+    a directory descriptor (`openat(5</payload/bin>, "tool", ...)`); directories left out."""
+    opened = set()
+    for line in log.read_text().splitlines():
+        match = re.search(r'open(?:at2?)?\((?:AT_FDCWD(?:<[^>]*>)?|\d+<([^>]*)>), "([^"]*)"', line)
+        if match is None or " = -1 " in line:
+            continue
+        path = Path(match.group(2)) if match.group(1) is None else Path(match.group(1)) / match.group(2)
+        if path.is_relative_to(payload) and not path.is_dir():
+            opened.add(str(path.relative_to(payload)))
+    return opened
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed: no way to see which payload files are opened")
+@pytest.mark.parametrize("kind", list(KIND_ARGS))
+def test_with_sums_only_the_payload_files_the_installed_version_does_not_hold_are_read(host_root, tmp_path, kind):
+    from conftest import HOIST_BIN, run_recorded
+
+    v2, sums = upgraded_with_sums(host_root, tmp_path, kind)
+    log = tmp_path / "opens.log"
+    result = run_recorded([STRACE, "-f", "-qq", "-y", "-o", str(log), "-e", "trace=open,openat,openat2", HOIST_BIN,
+                           "upgrade", "--host-root", str(host_root), "--lock-timeout", "5",
+                           *map(str, KIND_ARGS[kind](v2, "2.0.0")), "--sha256sums", str(sums)],
+                          capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result
+    # etc/conf, changed, is read (to verify, then to copy); bin/tool and share/doc/README are never opened.
+    assert payload_files_opened(log, v2) == {"etc/conf"}, log.read_text()
+    assert f"c: verified {v2} against {sums} (2 of its files unread: the installed 1.0.0 holds them as listed)" \
+        in result.stderr, result.stderr
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V2)
+
+
+@pytest.mark.parametrize("kind", list(KIND_ARGS))
+def test_a_payload_file_that_differs_from_sums_listing_the_installed_bytes_is_not_installed(host_root, tmp_path,
+                                                                                          kind):
+    v2, sums = upgraded_with_sums(host_root, tmp_path, kind)
+    # The image's bin/tool is not what its sums list (the bytes 1.0.0 holds): the sums decide what is installed.
+    corrupt_keeping_size_and_mtime(v2 / "bin/tool", b"#!/bin/sh\necho evil\n")
+    result = upgrade(host_root, *KIND_ARGS[kind](v2, "2.0.0"), "--sha256sums", sums, check=0)
+    assert "(2 of its files unread: the installed 1.0.0 holds them as listed)" in result.stderr, result.stderr
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V2)
+    if kind == "tree":
+        assert os.stat(host_root / "opt/c/2.0.0/bin/tool").st_ino == os.stat(host_root / "opt/c/1.0.0/bin/tool").st_ino
+
+    # --checksum trusts no index: the payload is read whole, and its bin/tool refused before anything changes.
+    before = manifest_without(host_root, "run/hoist", "var/lib/hoist/c/state.json")
+    refused = upgrade(host_root, *KIND_ARGS[kind](v2, "2.0.1"), "--sha256sums", sums, "--checksum", check=5)
+    assert f"error: c: {v2} does not verify against {sums}: checksum mismatch for 'bin/tool'" in refused.stderr
+    assert manifest_without(host_root, "run/hoist", "var/lib/hoist/c/state.json") == before
+
+
+@pytest.mark.parametrize("kind", list(KIND_ARGS))
+def test_a_payload_file_left_unread_and_then_copied_is_refused_as_the_payload_s(host_root, tmp_path, kind):
+    v2, sums = upgraded_with_sums(host_root, tmp_path, kind)
+    corrupt_keeping_size_and_mtime(v2 / "bin/tool", b"#!/bin/sh\necho evil\n")
+    # A mode of its own: the transfer copies the payload's file instead of keeping the installed one, and the
+    # copy's check is the first to read it.
+    (v2 / "bin/tool").chmod(0o700)
+    result = upgrade(host_root, *KIND_ARGS[kind](v2, "2.0.0"), "--sha256sums", sums, check=5)
+    assert f"error: c: {v2} does not verify against {sums}: checksum mismatch for 'bin/tool'" in result.stderr, \
+        result.stderr
+    assert "changed meanwhile" not in result.stderr
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V1)
+    assert state_of(host_root, "c")["current"] == "1.0.0"
+    if kind == "tree":
+        assert sorted(p.name for p in (host_root / "opt/c").iterdir()) == ["1.0.0", "current"]
+        assert sorted(p.name for p in index_dir(host_root).iterdir()) == ["1.0.0"]
+
+
+@pytest.mark.parametrize("kind", list(KIND_ARGS))
+def test_an_installed_file_edited_on_the_host_vouches_for_nothing_and_the_payload_s_is_read(host_root, tmp_path,
+                                                                                           kind):
+    v2, sums = upgraded_with_sums(host_root, tmp_path, kind)
+    corrupt_keeping_size_and_mtime(v2 / "bin/tool", b"#!/bin/sh\necho evil\n")
+    # The same bytes written again on the host, the mtime put back: its ctime moved, the index no longer vouches.
+    installed = installed_root(host_root, kind) / "bin/tool"
+    corrupt_keeping_size_and_mtime(installed, installed.read_bytes())
+    result = upgrade(host_root, *KIND_ARGS[kind](v2, "2.0.0"), "--sha256sums", sums, check=5)
+    assert f"error: c: {v2} does not verify against {sums}: checksum mismatch for 'bin/tool'" in result.stderr, \
+        result.stderr
+    # Refused by the verification itself, before the transfer: nothing was left unread.
+    assert "unread" not in result.stderr and f"c: verified {v2}" not in result.stderr
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V1)
+    assert state_of(host_root, "c")["current"] == "1.0.0"

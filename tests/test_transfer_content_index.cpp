@@ -114,6 +114,30 @@ TEST_CASE("an index vouches for a file only while its inode is the one indexed",
   }
 }
 
+TEST_CASE("an indexed tree vouches for a file by its relative path, looked at under the tree's root", "[transfer]") {
+  ScopedTempDir tmp;
+  write_text(tmp / "tree/etc/conf", "version=1.0.0\n");
+  write_text(tmp / "tree/top", "top\n");
+  hoist::IndexedTree tree{hoist::Fd(::open((tmp / "tree").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), {}};
+  REQUIRE(tree.dir);
+  tree.index.add("etc", "conf", entry_of(tmp / "tree/etc/conf", "version=1.0.0\n"));
+  tree.index.add("", "top", entry_of(tmp / "tree/top", "top\n"));
+
+  CHECK(tree.vouch("etc/conf") == digest_of("version=1.0.0\n"));
+  CHECK(tree.vouch("top") == digest_of("top\n"));
+  CHECK_FALSE(tree.vouch("conf"));       // not indexed under that name
+  CHECK_FALSE(tree.vouch("etc/other"));  // neither indexed nor there
+  SECTION("gone from the tree") {
+    std::filesystem::remove(tmp / "tree/etc/conf");
+    CHECK_FALSE(tree.vouch("etc/conf"));
+  }
+  SECTION("changed since it was indexed") {
+    ::usleep(20000);
+    REQUIRE(::chmod((tmp / "tree/top").c_str(), 0600) == 0);
+    CHECK_FALSE(tree.vouch("top"));
+  }
+}
+
 TEST_CASE("a damaged index is refused with its name and what is wrong", "[transfer]") {
   ContentIndex index;
   index.add("bin", "tool", {digest_of("x"), FileStamp{1, 1, 1, 1, 1, 1}});

@@ -27,7 +27,7 @@ ContentIndexes::ContentIndexes(const HostRoot& root, const InstallTarget& target
       m_component(target.component),
       m_path(join_host_path(join_host_path(target.state_dir, target.component), k_index_dir)) {}
 
-std::optional<ContentIndex> ContentIndexes::load(const std::string& version) const {
+std::optional<ContentIndex> ContentIndexes::load(const std::string& version, Damaged damaged) const {
   if (version.empty()) {
     return std::nullopt;
   }
@@ -38,7 +38,7 @@ std::optional<ContentIndex> ContentIndexes::load(const std::string& version) con
   const std::string display = dir->display(version);
   Fd fd(::openat(dir->fd(), version.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) {
-    if (errno != ENOENT) {
+    if (errno != ENOENT && damaged == Damaged::warn) {
       spdlog::warn("{}: {}: comparing the files of {} by their bytes", m_component,
                    system_message("open " + in_quotes(display), errno), version);
     }
@@ -47,7 +47,9 @@ std::optional<ContentIndex> ContentIndexes::load(const std::string& version) con
   auto bytes = read_fd(fd.get(), display, k_max_index_size);
   auto index = bytes ? ContentIndex::parse(*bytes, display) : Expected<ContentIndex>(bytes.error());
   if (!index) {
-    spdlog::warn("{}: {}: comparing the files of {} by their bytes", m_component, index.error().message, version);
+    if (damaged == Damaged::warn) {
+      spdlog::warn("{}: {}: comparing the files of {} by their bytes", m_component, index.error().message, version);
+    }
     return std::nullopt;
   }
   return std::move(*index);

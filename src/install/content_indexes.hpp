@@ -23,10 +23,14 @@ class ContentIndexes {
  public:
   ContentIndexes(const HostRoot& root, const InstallTarget& target);
 
+  /// Whether load() warns of an index it cannot read: the transfer does, the verification that runs before it
+  /// and finds the same index does not say it twice.
+  enum class Damaged { warn, quiet };
+
   /// The index of `version`. nullopt when there is none (a version an older hoist staged, or a first install);
   /// a damaged one is nullopt too, with a warning: the transfer then reads the files, never trusting their
   /// size and mtime.
-  [[nodiscard]] std::optional<ContentIndex> load(const std::string& version) const;
+  [[nodiscard]] std::optional<ContentIndex> load(const std::string& version, Damaged damaged = Damaged::warn) const;
 
   /// Writes the index of `version`, atomically and durably. The directories it makes go to `made`.
   void save(const std::string& version, const ContentIndex& index, std::vector<std::string>* made = nullptr) const;

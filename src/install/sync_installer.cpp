@@ -14,6 +14,7 @@
 // renamed to `undo.<v>@<u>`, a rollback once `restoring.<v>` is gone. The next run
 // undoes a sync that was killed (restores `pending.<v>`) and finishes a
 // rollback that was killed (restores the rest of `restoring.<v>`).
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -165,6 +166,19 @@ class SyncInstaller final : public Installer {
   TransferStats stage(const Payload& /*payload*/, const std::string& /*version*/,
                       const TransferOptions& /*options*/) override {
     return {};
+  }
+
+  std::optional<IndexedTree> installed_tree(const std::string& installed) override {
+    std::optional<ContentIndex> known = m_indexes.load(installed, ContentIndexes::Damaged::quiet);
+    if (!known) {
+      return std::nullopt;
+    }
+    auto dest = HostDir::open(m_root, m_target.destination);
+    Fd dir(dest ? ::fcntl(dest->fd(), F_DUPFD_CLOEXEC, 0) : -1);
+    if (!dir) {
+      return std::nullopt;
+    }
+    return IndexedTree{std::move(dir), std::move(*known)};
   }
 
   // A sync stages nothing: the sync is its switch.

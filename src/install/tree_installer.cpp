@@ -200,6 +200,18 @@ class TreeInstaller final : public Installer {
     HostDir::remove_made(m_root, m_made).value();
   }
 
+  std::optional<IndexedTree> installed_tree(const std::string& /*installed*/) override {
+    auto dest = HostDir::open(m_root, m_target.destination);
+    std::string current;
+    Fd link_dest = dest ? open_current(*dest, &current) : Fd();
+    std::optional<ContentIndex> known =
+        link_dest ? m_indexes.load(current, ContentIndexes::Damaged::quiet) : std::nullopt;
+    if (!known) {
+      return std::nullopt;
+    }
+    return IndexedTree{std::move(link_dest), std::move(*known)};
+  }
+
   TransferStats preview(const Payload& payload, const std::string& /*installed*/,
                         const TransferOptions& options) override {
     TransferOptions dry = options;

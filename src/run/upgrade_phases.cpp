@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -89,17 +90,7 @@ void UpgradeRun::verify() {
           }
         }
         if (!work.verification_deferred) {
-          try {
-            work.sums = verify_payload(work.item.spec, payload);
-          } catch (const Interrupted&) {
-            throw;
-          } catch (const Error& e) {
-            // Which component, which payload and which sums file: a Plan's manifest lists several.
-            throw Error(e.code(), fmt::format("{}: {} does not verify against {}: {}", work.name(),
-                                              payload.path().string(), work.item.spec.sha256sums.string(), e.what()));
-          }
-          spdlog::info("{}: verified {} against {}{}", work.name(), payload.path().string(),
-                       work.item.spec.sha256sums.string(), work.item.spec.public_key.empty() ? "" : " (signed)");
+          verify_payload_of(work);
         }
         if (payload.type() != PayloadType::directory) {
           if (const Sha256Digest* listed = work.sums->entries().find(sums_entry_name(work.item.spec, payload.path()))) {
@@ -119,6 +110,31 @@ void UpgradeRun::verify() {
     }
     throw;
   }
+}
+
+void UpgradeRun::verify_payload_of(Work& work) {
+  const Payload& payload = work.item.payload;
+  const ComponentSpec& spec = work.item.spec;
+  // Not under --checksum, which trusts no index.
+  std::optional<IndexedTree> installed;
+  if (payload.type() == PayloadType::directory && spec.compare == Compare::content) {
+    installed = work.installer->installed_tree(work.installed_text());
+  }
+  try {
+    work.sums = verify_payload(spec, payload, installed ? &*installed : nullptr, &work.unread);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const Error& e) {
+    // Which component, which payload and which sums file: a Plan's manifest lists several.
+    throw Error(e.code(), fmt::format("{}: {} does not verify against {}: {}", work.name(), payload.path().string(),
+                                      spec.sha256sums.string(), e.what()));
+  }
+  const auto unread = std::count(work.unread.begin(), work.unread.end(), true);
+  spdlog::info("{}: verified {} against {}{}{}", work.name(), payload.path().string(), spec.sha256sums.string(),
+               spec.public_key.empty() ? "" : " (signed)",
+               unread == 0 ? std::string()
+                           : fmt::format(" ({} of its files unread: the installed {} holds them as listed)", unread,
+                                         work.installed_text()));
 }
 
 void UpgradeRun::preflight() {
@@ -298,10 +314,8 @@ void UpgradeRun::stage() {
         spdlog::warn("{}: the {} that `hoist stage` staged at {} does not hold the payload: staging it again",
                      work.name(), staged.version, staged.started_at);
         if (work.verification_deferred) {
-          work.sums = verify_payload(work.item.spec, work.item.payload);
+          verify_payload_of(work);
           work.verification_deferred = false;
-          spdlog::info("{}: verified {} against {}", work.name(), work.item.payload.path().string(),
-                       work.item.spec.sha256sums.string());
         }
       }
     }
@@ -499,7 +513,7 @@ TransferOptions UpgradeRun::transfer_options(const Work& work, ProgressReporter*
   }
   if (work.sums) {
     options.check_staged = [&work](int /*staging_dir*/, const ContentIndex& staged) {
-      verify_staged_tree(*work.sums, work.item.spec, work.item.payload, staged);
+      verify_staged_tree(*work.sums, work.item.spec, work.item.payload, staged, &work.unread);
     };
     // The verified sums stand for the payload's bytes where they list them: a payload file whose digest the old
     // version's index also vouches for is not read at all.

@@ -47,6 +47,9 @@ class UpgradeRun {
     std::string installed_from;
     /// The SHA256SUMS the payload was verified against, to check the staged copy of a directory payload with.
     std::optional<Sha256Sums> sums;
+    /// Per entry of `sums`: the payload file that verification left unread, the installed tree holding its listed
+    /// bytes (verify_payload()).
+    std::vector<bool> unread;
     /// A k3s or RKE2 server's datastore, as the preflight found it (none for other components).
     std::optional<ServerPreflight> server;
     /// The unit the snapshot stopped (SQLite), to start again when the run goes back before its switch.
@@ -100,6 +103,9 @@ class UpgradeRun {
   /// extension-release against the host's os-release; reads only the payloads. A failure is recorded as `failed`
   /// in the states there are (not in a dry run) and rethrown (exit 5).
   void verify();
+  /// Reads `work`'s payload and checks it against its sums now (verify_payload(), with the installed tree that the
+  /// transfer compares a directory payload with); a mismatch names the component, the payload and the sums file.
+  void verify_payload_of(Work& work);
   /// After verify, before anything changes: each component that a k3s or RKE2 server runs found with its datastore
   /// (preflight_server(): an external one refused without --datastore-snapshot=skip, the free space for the staged
   /// version and the snapshot, every etcd member healthy). A refusal is recorded as `failed` and thrown

@@ -1,5 +1,7 @@
 #include "hoist/transfer/content_index.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -220,6 +222,18 @@ std::optional<Sha256Digest> ContentIndex::vouch(std::string_view dir, std::strin
     return std::nullopt;
   }
   return entry->digest;
+}
+
+std::optional<Sha256Digest> IndexedTree::vouch(std::string_view relpath) const {
+  const std::size_t slash = relpath.rfind('/');
+  const std::string_view parent = slash == std::string_view::npos ? std::string_view() : relpath.substr(0, slash);
+  const std::string_view name = slash == std::string_view::npos ? relpath : relpath.substr(slash + 1);
+  struct stat st {};
+  if (index.find(parent, name) == nullptr ||
+      ::fstatat(dir.get(), std::string(relpath).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return std::nullopt;
+  }
+  return index.vouch(parent, name, st);
 }
 
 std::size_t ContentIndex::size() const {

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 
+#include <cstddef>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/error.hpp"
@@ -28,8 +30,12 @@ bool same_file(const fs::path& a, const fs::path& b) {
 // the same relative name under `payload_root`.
 enum class Reading { hash, listing_only };
 
+// With `installed`, a file whose listed digest the installed tree holds under its name (its index vouching for
+// the file as it is) is only checked for being listed, and marked in `unread` (by its position in the sums).
 void verify_tree(const ComponentSpec& spec, const fs::path& walked, const fs::path& payload_root,
-                 Sha256Verifier& verifier, Reading reading = Reading::hash) {
+                 Sha256Verifier& verifier, Reading reading = Reading::hash, const IndexedTree* installed = nullptr,
+                 std::vector<bool>* unread = nullptr) {
+  const DigestTable& listed = verifier.sums().entries();
   std::error_code error;
   fs::recursive_directory_iterator it(walked, fs::directory_options::none, error);
   if (error) {
@@ -55,6 +61,17 @@ void verify_tree(const ComponentSpec& spec, const fs::path& walked, const fs::pa
       verifier.check_listed(name);
       ++files;
       continue;
+    }
+    if (installed != nullptr) {
+      const std::size_t at = listed.index_of(name);
+      if (at < listed.size() && installed->vouch(name) == listed[at].digest) {
+        verifier.check_listed(name);
+        if (unread != nullptr) {
+          (*unread)[at] = true;
+        }
+        ++files;
+        continue;
+      }
     }
     auto digest = sha256_file(AT_FDCWD, entry.path().string());
     if (!digest) {
@@ -91,14 +108,18 @@ void check_payload_listing(const Sha256Sums& sums, const ComponentSpec& spec, co
   verify_tree(spec, payload.path(), payload.path(), verifier, Reading::listing_only);
 }
 
-std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload) {
+std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload,
+                                         const IndexedTree* installed, std::vector<bool>* unread) {
   if (spec.sha256sums.empty()) {
     return std::nullopt;
   }
   Sha256Sums sums = load_payload_sums(spec);
+  if (unread != nullptr) {
+    unread->assign(sums.entries().size(), false);
+  }
   if (payload.type() == PayloadType::directory) {
     Sha256Verifier verifier(sums);
-    verify_tree(spec, payload.path(), payload.path(), verifier);
+    verify_tree(spec, payload.path(), payload.path(), verifier, Reading::hash, installed, unread);
     return sums;
   }
   // The file that staging reads too (Payload::reopen), not whatever is at the path by then.
@@ -108,11 +129,13 @@ std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payloa
 }
 
 void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload,
-                        const ContentIndex& staged) {
+                        const ContentIndex& staged, const std::vector<bool>* unread) {
   if (payload.type() != PayloadType::directory) {
     return;
   }
   Sha256Verifier verifier(sums);
+  // Whether the file being checked is one that verify_payload() left unread: then this is its first reading.
+  bool first_reading = false;
   try {
     // The SHA256SUMS file and its signature, when they sit inside the payload, are not payload files. Only a
     // name like theirs is looked at (fs::equivalent is two stats).
@@ -125,10 +148,21 @@ void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const
           (!signature_name.empty() && name == signature_name && same_file(in_payload, spec.signature))) {
         return;
       }
+      if (unread != nullptr) {
+        const std::size_t at = sums.entries().index_of(relpath);
+        first_reading = at < unread->size() && (*unread)[at];
+      }
       verifier.check(relpath, to_hex(entry.digest));
     });
+    first_reading = false;
     verifier.finish();
   } catch (const Error& e) {
+    if (first_reading) {
+      // Its listed digest is what the installed version holds, but the payload's file is not that (and staging
+      // copied it, its metadata differing): a payload that never matched its sums, not one that changed.
+      throw Error(ExitCode::verification, spec.name + ": " + payload.path().string() + " does not verify against " +
+                                              spec.sha256sums.string() + ": " + e.what());
+    }
     throw Error(ExitCode::verification, "what was staged from payload " + in_quotes(payload.path().string()) +
                                             " is not what was verified (the payload changed meanwhile): " + e.what());
   }

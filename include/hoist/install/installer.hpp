@@ -10,6 +10,7 @@
 #include "hoist/model/version_gate.hpp"
 #include "hoist/sys/durable_tree.hpp"
 #include "hoist/sys/host_root.hpp"
+#include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/payload.hpp"
 #include "hoist/transfer/transfer.hpp"
 
@@ -74,6 +75,14 @@ class Installer {
   /// stage() asks before it reuses a version an earlier run staged. Reads only; false for sync.
   virtual bool holds(const std::string& version, const Payload& payload, const TransferOptions& options) = 0;
 
+  /// The tree that the transfer of a directory payload compares it with, and whose files it keeps where they hold
+  /// the payload's bytes: the current version's directory (tree kind, beside which stage() writes), or the
+  /// destination (sync kind, for `installed`, the state's current version), with its content index. nullopt when
+  /// there is none to compare with, or no index of it that parses: a first install, the file and sysext kinds.
+  /// Reads only. What lets verification leave unread a payload file whose listed digest the installed side holds.
+  [[nodiscard]] virtual std::optional<IndexedTree> installed_tree(const std::string& /*installed*/) {
+    return std::nullopt;
+  }
   /// Refuses what commit() would refuse at the destination, changing nothing: a `current` or `previous` that is
   /// not a symlink, or a destination that is not a directory (tree); a directory at the file's path (file); an
   /// image at the link's path that is not hoist's link (sysext); a destination that is not a directory, or is a

@@ -19,6 +19,7 @@
 
 #include "hoist/sys/sha256.hpp"
 #include "hoist/util/expected.hpp"
+#include "hoist/util/fd.hpp"
 
 namespace hoist {
 
@@ -106,6 +107,17 @@ class ContentIndex {
   /// Sorted lazily, under m_mutex.
   mutable std::unordered_map<std::string, Section> m_sections;
   std::size_t m_count = 0;
+};
+
+/// A tree hoist wrote (a version's directory, a sync's destination) with its content index: what tells the bytes of
+/// one of its files without reading them, while that file is the inode the index took them of.
+struct IndexedTree {
+  Fd dir;  ///< the tree's root, opened O_DIRECTORY
+  ContentIndex index;
+
+  /// The digest of regular file `relpath` ("dir/name", no leading '/') when the index vouches for it now (an lstat
+  /// of it under `dir`): nullopt when it is not there, not a regular file, not indexed or changed since.
+  [[nodiscard]] std::optional<Sha256Digest> vouch(std::string_view relpath) const;
 };
 
 }  // namespace hoist

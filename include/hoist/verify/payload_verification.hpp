@@ -1,6 +1,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "hoist/model/component.hpp"
 #include "hoist/transfer/content_index.hpp"
@@ -22,7 +23,14 @@ namespace hoist {
 /// it checked against. A mismatch throws Error(ExitCode::verification) naming
 /// the file. An archive or a single file is hashed through Payload::reopen():
 /// the file that staging reads, whatever is at its path by then.
-std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload);
+///
+/// With `installed` (the tree the transfer compares a directory payload with, Installer::installed_tree()), a
+/// payload file whose listed digest that tree holds under the same name, as its content index vouches for the file
+/// now, is not read: the transfer keeps the installed file (which holds the listed bytes), or, should it copy the
+/// payload's after all (its metadata differing), the staged copy's check (verify_staged_tree()) reads it there.
+/// `unread`, when given, gets a flag per entry of the sums (in their order): set for each file left unread.
+std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload,
+                                         const IndexedTree* installed = nullptr, std::vector<bool>* unread = nullptr);
 
 /// Throws UsageError when `spec` names a sums entry (`--sha256sums-entry`) for a directory payload, whose files are
 /// listed under their own names: checked once for every run that verifies, before either way of verifying.
@@ -46,8 +54,9 @@ void check_payload_listing(const Sha256Sums& sums, const ComponentSpec& spec, co
 /// or of the old file linked in its place (as the old version's index vouched for
 /// it): nothing is read again. Throws Error(ExitCode::verification) naming the
 /// payload and the file. Does nothing for a file or archive payload (whose bytes
-/// Payload::check_unchanged() vouches for).
+/// Payload::check_unchanged() vouches for). A file that `unread` (from verify_payload()) marks was read for
+/// the first time by staging: a mismatch there is the payload's, named as verify_payload() names one.
 void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const Payload& payload,
-                        const ContentIndex& staged);
+                        const ContentIndex& staged, const std::vector<bool>* unread = nullptr);
 
 }  // namespace hoist
