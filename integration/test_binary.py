@@ -200,6 +200,26 @@ LOG_LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: "
     (["upgrade", "--restart="],
      "--restart: an empty value is not allowed; usage: hoist upgrade [OPTIONS]; 'hoist help upgrade' shows the "
      "options"),
+    # Values in hoist's words, not CLI11's (`Value 0 not in range 0.000000 to 1797...`, `1 required TEXT missing`,
+    # `Could not convert: --health-settle = 1.5`).
+    (["upgrade", "--keep", "0"],
+     "--keep: expects a whole number of 1 or more, not '0'; usage: hoist upgrade [OPTIONS]; 'hoist help upgrade' "
+     "shows the options"),
+    (["upgrade", "--threads", "100"],
+     "--threads: expects a whole number from 1 to 64, not '100'; usage: hoist upgrade [OPTIONS]; 'hoist help "
+     "upgrade' shows the options"),
+    (["upgrade", "--health-settle", "1.5"],
+     "--health-settle: expects a whole number of 0 or more, not '1.5'; usage: hoist upgrade [OPTIONS]; 'hoist help "
+     "upgrade' shows the options"),
+    (["upgrade", "--component"],
+     "--component: expects a value, and none was given; usage: hoist upgrade [OPTIONS]; 'hoist help upgrade' shows "
+     "the options"),
+    (["rollback", "--lock-timeout", "soon"],
+     "--lock-timeout: expects a number of seconds of 0 or more, not 'soon'; usage: hoist rollback [OPTIONS]; 'hoist "
+     "help rollback' shows the options"),
+    (["prepare", "--timeout", "0"],
+     "--timeout: expects a number of seconds above 0, not '0'; usage: hoist prepare [OPTIONS]; 'hoist help prepare' "
+     "shows the options"),
 ])
 def test_a_command_line_that_does_not_parse_names_the_word_the_option_meant_and_the_usage(argv, message):
     # In the words' order (CLI11 lists them backwards), in hoist's log format, exit 2.
@@ -218,11 +238,11 @@ def test_hoist_help_command_prints_what_command_help_prints():
 
 def test_help_is_wrapped_to_the_terminal_and_names_values_not_types():
     for columns in ("80", "100"):
-        for command in ("upgrade", "stage", "rollback", "prepare", "status", "version"):
-            out = run_hoist(command, "--help", env={"COLUMNS": columns}, check=0).stdout
-            # Options and descriptions within the width; the examples (commands, kept whole) may be longer.
-            examples = out.split("Examples:")[-1] if "Examples:" in out else ""
-            long = [line for line in out.splitlines() if len(line) > int(columns) and line not in examples]
+        for command in ("upgrade", "stage", "rollback", "prepare", "status", "version", None):
+            out = run_hoist(*([command] if command else []), "--help", env={"COLUMNS": columns}, check=0).stdout
+            # Every line within the width: options, the exit status, environment and files entries (their text
+            # wrapped in its own column), and the examples (written to fit, continued with a backslash).
+            long = [line for line in out.splitlines() if len(line) > int(columns)]
             assert long == [], long
             # No CLI11 type tags.
             assert not re.search(r"\b(TEXT|UINT|INT|FLOAT)\b|:POSITIVE|:NONNEGATIVE|=\d", out), out
@@ -230,6 +250,11 @@ def test_help_is_wrapped_to_the_terminal_and_names_values_not_types():
     assert "  --keep N (default: 3)" in upgrade_help
     assert "  --threads N (1-64)" in upgrade_help
     assert "  --reboot never|if-needed|always|delegate (default: never)" in upgrade_help
+    # An entry's text wrapped under its own column.
+    assert ("  1  a component needs attention: its last run failed or was refused, restarts\n"
+            "     or health checks are owed, or a failed version is kept for its datastore\n"
+            "     (each named under \"needs attention\")\n") in run_hoist("status", "--help", env={"COLUMNS": "80"},
+                                                                     check=0).stdout
 
 
 def test_each_command_s_help_has_examples_and_its_exit_status():

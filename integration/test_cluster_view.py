@@ -32,7 +32,7 @@ def test_the_termination_message_says_the_outcome_and_each_component_s_decision(
     assert message.read_text() == "hoist rollback: succeeded\napp: back one version\n"
     # Bad input is an outcome too.
     upgrade(host_root, *tree_args(v2, "2.0.0", "--keep", "0"), env=env, check=2)
-    assert message.read_text().startswith("hoist: failed (exit 2): --keep: ")
+    assert message.read_text() == "hoist upgrade: failed (exit 2): --keep: expects a whole number of 1 or more, not '0'\n"
 
 
 def test_no_termination_message_file_is_made_outside_a_pod(host_root, tmp_path):

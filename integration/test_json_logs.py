@@ -80,14 +80,23 @@ def test_the_text_format_is_unchanged(host_root, tmp_path):
 
 
 def test_a_command_line_that_does_not_parse_is_a_json_line_too(tmp_path):
+    from test_json_schemas import validate
+
     result = run_hoist("--log-format", "json", "upgarde", check=2)
-    [line] = json_lines(result.stderr)
-    assert line["level"] == "error"
+    # The error, then the exit line; no command was named, and the field says so (null).
+    [line, last] = json_lines(result.stderr)
+    assert (line["level"], line["command"]) == ("error", None)
     assert line["msg"] == ("unknown command 'upgarde' (commands: upgrade, stage, rollback, prepare, status, "
                            "version, help); usage: hoist COMMAND [OPTIONS]; 'hoist help' shows the options")
+    assert (last["exit_code"], last["outcome"], last["command"]) == (2, "usage", None)
     result = run_hoist("upgrade", "--keep", "0", "--log-format=JSON", check=2)
-    [line] = json_lines(result.stderr)
-    assert line["level"] == "error" and line["msg"].startswith("--keep: ")
+    [line, last] = json_lines(result.stderr)
+    assert (line["level"], line["command"]) == ("error", "upgrade")
+    assert line["msg"].startswith("--keep: expects a whole number of 1 or more, not '0'; ")
+    assert (last["exit_code"], last["outcome"], last["command"]) == (2, "usage", "upgrade")
+    for output in (run_hoist("--log-format", "json", "upgarde", check=2).stderr, result.stderr):
+        for text in output.splitlines():
+            validate(text, "log-line.schema.json")
     # The last --log-format given counts, as for a command line that parses.
     result = run_hoist("--log-format", "json", "--log-format", "text", "upgarde", check=2)
     assert " error: unknown command 'upgarde'" in result.stderr and not result.stderr.startswith("{")

@@ -54,6 +54,40 @@ def test_each_page_renders_cleanly_and_says_every_option_its_help_lists(command)
         assert "the payload did not verify" in text.split("EXIT STATUS")[1]
 
 
+def help_entries(*command):
+    """The "KEY  TEXT" entries of the Exit status, Environment and Files sections of `--help` (wide enough that no
+    entry wraps), as {section: [(key, text)]}."""
+    out = run_hoist(*command, "--help", env={"COLUMNS": "200"}, check=0).stdout
+    entries, section = {}, None
+    for line in out.splitlines():
+        if line in ("Exit status:", "Environment:", "Files:"):
+            section = {"Exit status:": "EXIT STATUS", "Environment:": "ENVIRONMENT", "Files:": "FILES"}[line]
+            entries[section] = []
+        elif not line.startswith("  "):
+            section = None
+        elif section:
+            key, _, text = line.strip().partition("  ")
+            entries[section].append((key, " ".join(text.split())))
+    return entries
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_page_says_every_exit_status_environment_and_file_entry_its_help_says(command):
+    text = rendered(page(f"hoist-{command}"))
+    entries = help_entries(command)
+    for section, items in entries.items():
+        body = re.split(r"\n[A-Z][A-Z ]+\n", text.split(f"\n{section}\n")[1])[0]
+        # One tagged paragraph an entry (tags at the section's indent, texts deeper): an entry that the help
+        # wrapped onto two lines is one entry of the page, not a second, garbled one.
+        tags = [line.split()[0] for line in body.splitlines() if re.match(r"^ {7}\S", line)]
+        assert tags == [key for key, _ in items], (command, section, body)
+        lines = [line.strip() for line in body.splitlines()]
+        for key, words in items:
+            start = next(i for i, line in enumerate(lines) if line == key or line.startswith(key + " "))
+            after = " ".join((lines[start][len(key):] + " " + " ".join(lines[start + 1:])).split())
+            assert after.startswith(words), (command, section, key, words, after[:200])
+
+
 def test_the_main_page_lists_every_command_with_its_page():
     text = rendered(page("hoist"))
     for command in COMMANDS:

@@ -50,7 +50,7 @@ void add_global_options(CLI::App& app, GlobalOptions& options, LogOptions& log) 
       ->check(path_text)
       ->capture_default_str();
   app.add_option("--lock-timeout", options.lock_timeout_seconds, "seconds to wait for the lock")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_of_seconds(Zero::allowed))
       ->capture_default_str();
   const std::map<std::string, LogFormat> formats{{"text", LogFormat::text}, {"json", LogFormat::json}};
   app.add_option("--log-format", log.format, "text for people, json for log collectors")
@@ -206,6 +206,15 @@ std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& err
   if (selected != nullptr && dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
     if (std::string extras = describe_extras(*selected, argc, argv); !extras.empty()) {
       return selected->get_name() + ": " + extras;
+    }
+  }
+  // `--component` last on the line: CLI11 says "--component: 1 required TEXT missing", its type tag included.
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
+    const std::string what = error.what();
+    const std::size_t colon = what.find(": ");
+    if (colon != std::string::npos && what.find(" required ", colon) != std::string::npos &&
+        what.ends_with(" missing")) {
+      return what.substr(0, colon) + ": expects a value, and none was given";
     }
   }
   // A refused value (`--log-format= status` takes "status" as the format) is the error, not a missing command.
@@ -389,14 +398,21 @@ class CommandLine {
       if (selected == nullptr) {
         selected = named_subcommand(m_app, argc, argv);  // refused before CLI11 parsed (an empty `--opt=`)
       }
-      const std::string where = selected == nullptr || selected == m_help ? "" : " " + selected->get_name();
+      const std::string command = selected == nullptr || selected == m_help ? "" : selected->get_name();
+      const std::string where = command.empty() ? "" : " " + command;
       // In hoist's log format, as every other line it writes (a log collector parses each line: with
-      // --log-format json, one JSON object).
-      setup_logging(asks_for_json_logs(argc, argv) ? LogFormat::json : LogFormat::text, 0);
+      // --log-format json, one JSON object, with the command when one was named and the exit line after it).
+      const LogFormat format = asks_for_json_logs(argc, argv) ? LogFormat::json : LogFormat::text;
+      setup_logging(format, 0);
+      std::optional<LogFields> command_field;
+      if (!command.empty()) {
+        command_field.emplace(std::vector<LogField>{{"command", command}});
+      }
       spdlog::error("{}; usage: hoist{} [OPTIONS]; 'hoist help{}' shows the options", message,
                     where.empty() ? " COMMAND" : where, where);
       // A Plan's bad argument is an outcome the cluster must see too.
-      write_termination(process_environment(), "", ExitCode::usage, message, {});
+      write_termination(process_environment(), command, ExitCode::usage, message, {});
+      log_exit(format, ExitCode::usage);
       return static_cast<int>(ExitCode::usage);
     }
     if (m_help->parsed()) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -156,19 +158,21 @@ std::string HelpFormatter::make_option_opts(const CLI::Option* option) const {
 namespace {
 
 // `first` in the first column (alone on its line when it is too wide for it), `description` wrapped beside it.
-std::string two_columns(const std::string& first, const std::string& text, std::size_t width) {
-  const std::string description = wrap_text(text, width - k_first_column, 0);
+// `first`, then `text` wrapped in the column from `column` to `width` (on the next line when `first` reaches it).
+std::string two_columns(const std::string& first, const std::string& text, std::size_t width,
+                        std::size_t column = k_first_column) {
+  const std::string description = wrap_text(text, width > column + 20 ? width - column : 20, 0);
   std::string out;
-  if (first.size() + 2 > k_first_column) {
-    out = first + "\n" + std::string(k_first_column, ' ');
+  if (first.size() + 2 > column) {
+    out = first + "\n" + std::string(column, ' ');
   } else {
-    out = first + std::string(k_first_column - first.size(), ' ');
+    out = first + std::string(column - first.size(), ' ');
   }
   // Each line of the wrapped description after the first is indented to the column.
   for (char c : description) {
     out += c;
     if (c == '\n') {
-      out += std::string(k_first_column, ' ');
+      out += std::string(column, ' ');
     }
   }
   return out + "\n";
@@ -192,16 +196,40 @@ std::string HelpFormatter::make_description(const CLI::App* app) const {
 }
 
 std::string HelpFormatter::make_footer(const CLI::App* app) const {
-  // Headings ("Examples:") and indented lines (commands) as written; every other line is a paragraph, wrapped.
+  // Headings ("Exit status:") as written, and the lines under "Examples:" (commands, which a shell reads as
+  // written). Under the others, an entry "  KEY  TEXT" (with the deeper-indented lines after it, which continue
+  // TEXT) has TEXT wrapped in its own column; every other line is a paragraph, wrapped.
   const std::string& footer = app->get_footer();
   if (footer.empty()) {
     return {};
   }
+  std::vector<std::string> lines;
+  std::istringstream in(footer);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+  }
+  const auto continues = [](const std::string& line) { return line.starts_with("   "); };
   std::string out = "\n";
-  std::istringstream lines(footer);
-  std::string line;
-  while (std::getline(lines, line)) {
-    out += (line.empty() || line.front() == ' ' || line.back() == ':' ? line : wrap_text(line, m_width, 0)) + "\n";
+  bool examples = false;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.empty() || line.front() != ' ') {
+      examples = line.empty() ? examples : line == "Examples:";
+      out += (line.empty() || line.back() == ':' ? line : wrap_text(line, m_width, 0)) + "\n";
+      continue;
+    }
+    const std::size_t gap = line.find("  ", 2);
+    const std::size_t column = gap == std::string::npos ? std::string::npos : line.find_first_not_of(' ', gap);
+    if (examples || continues(line) || column == std::string::npos) {
+      out += line + "\n";
+      continue;
+    }
+    std::string text = line.substr(column);
+    while (i + 1 < lines.size() && continues(lines[i + 1])) {
+      ++i;
+      text += " " + lines[i].substr(lines[i].find_first_not_of(' '));
+    }
+    out += two_columns(line.substr(0, gap), text, m_width, column);
   }
   return out;
 }
@@ -228,6 +256,41 @@ const CLI::Option* find_option(const CLI::App& app, const std::string& name) {
     }
   }
   return nullptr;
+}
+
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
+  const bool bounded = max != std::numeric_limits<std::uint64_t>::max();
+  const std::string range =
+      bounded ? "from " + std::to_string(min) + " to " + std::to_string(max) : "of " + std::to_string(min) + " or more";
+  auto check = [min, max, range](const std::string& value) -> std::string {
+    std::uint64_t number = 0;
+    const char* end = value.data() + value.size();
+    const auto [at, error] = std::from_chars(value.data(), end, number);
+    const bool digits =
+        !value.empty() && std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+    if (!digits || at != end || error != std::errc() || number < min || number > max) {
+      return "expects a whole number " + range + ", not '" + value + "'";
+    }
+    return {};
+  };
+  // The description CLI11 gives its own Range: what the help reads the bounds from (value_name()).
+  return {check, bounded ? "UINT in [" + std::to_string(min) + " - " + std::to_string(max) + "]" : "", "whole number"};
+}
+
+CLI::Validator number_of_seconds(Zero zero) {
+  auto check = [zero](const std::string& value) -> std::string {
+    char* end = nullptr;
+    const double number = value.empty() ? NAN : std::strtod(value.c_str(), &end);
+    const bool whole =
+        end != nullptr && *end == '\0' && std::isfinite(number) &&
+        std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c) != 0 || c == '.'; });
+    if (!whole || number < 0 || (zero == Zero::refused && number == 0)) {
+      return std::string("expects a number of seconds ") + (zero == Zero::refused ? "above 0" : "of 0 or more") +
+             ", not '" + value + "'";
+    }
+    return {};
+  };
+  return {check, "", "seconds"};
 }
 
 }  // namespace hoist::cli

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -58,5 +60,14 @@ std::string closest_option(const CLI::App& app, std::string_view word);
 
 /// The option of `app` (or of one of its parents) named `name` (`--component`, `-n`), or nullptr.
 const CLI::Option* find_option(const CLI::App& app, const std::string& name);
+
+/// Checks of a number in hoist's words (`--keep: expects a whole number of 1 or more, not '0'`), in place of CLI11's
+/// own, which print their bounds as doubles (`Value 0 not in range 0.000000 to 1797...`, 309 digits) and leave a
+/// value that is not a whole number to a conversion error (`Could not convert: --health-settle = 1.5`).
+/// whole_number(): digits only, within [min, max]; a bounded one shows its range in the help (`N (1-64)`).
+CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
+/// A decimal number (`0.5`, `30`) above 0, or of 0 or more with Zero::allowed: seconds to wait.
+enum class Zero { allowed, refused };
+CLI::Validator number_of_seconds(Zero zero);
 
 }  // namespace hoist::cli

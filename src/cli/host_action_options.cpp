@@ -8,6 +8,7 @@
 #include <cmath>
 #include <thread>
 
+#include "help_format.hpp"
 #include "hoist/host/interrupted.hpp"
 #include "hoist/kube/kube_client.hpp"
 #include "hoist/kube/kube_config.hpp"
@@ -103,7 +104,7 @@ void HostActionOptions::add_to(CLI::App& command) {
   command.add_option("--restart", m_restart, "restart this systemd unit after a change (repeatable, in order)")
       ->option_text("UNIT");
   command.add_option("--restart-timeout", m_restart_timeout, "seconds to wait for each restart job")
-      ->check(CLI::PositiveNumber)
+      ->check(number_of_seconds(Zero::refused))
       ->capture_default_str();
   command
       .add_option("--reboot", m_reboot,
@@ -123,7 +124,7 @@ void HostActionOptions::add_to(CLI::App& command) {
   command
       .add_option("--reboot-timeout", m_reboot_timeout,
                   "seconds to wait for the host to go down (inhibitor locks included) before failing")
-      ->check(CLI::PositiveNumber)
+      ->check(number_of_seconds(Zero::refused))
       ->capture_default_str();
 }
 

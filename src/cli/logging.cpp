@@ -42,6 +42,9 @@ class JsonFormatter final : public spdlog::formatter {
         std::visit([&line, &name = name](const auto& v) { line[name] = v; }, value);
       }
     }
+    if (!line.contains("command")) {
+      line["command"] = nullptr;  // a command line that named none (`hoist upgrad`): the field is still there
+    }
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     dest.append(text.data(), text.data() + text.size());
   }

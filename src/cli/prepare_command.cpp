@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <vector>
 
+#include "help_format.hpp"
 #include "hoist/model/context.hpp"
 #include "plan_wait.hpp"
 
@@ -22,7 +23,7 @@ class PrepareCommand final : public Command {
                     "the Plan's namespace (default: the kubeconfig context's, or the service account's)");
     sub->add_option("--timeout", m_wait.timeout_seconds,
                     "seconds to wait before failing: the Plan's jobActiveDeadlineSecs less the drain and the upgrade")
-        ->check(CLI::PositiveNumber)
+        ->check(number_of_seconds(Zero::refused))
         ->capture_default_str();
     sub->add_option("--kubeconfig", m_wait.kubeconfig,
                     "a kubeconfig for runs outside the cluster (default: $KUBECONFIG, a ':'-separated list merged "
@@ -34,7 +35,8 @@ class PrepareCommand final : public Command {
     sub->footer(
         "Examples:\n"
         "  hoist prepare k3s-server --timeout 1200\n"
-        "  hoist prepare k3s-server -n system-upgrade --node-version v1.31.2+k3s1 --kubeconfig ~/.kube/config\n"
+        "  hoist prepare k3s-server -n system-upgrade --node-version v1.31.2+k3s1 \\\n"
+        "      --kubeconfig ~/.kube/config\n"
         "\n"
         "Exit status:\n"
         "  0  the Plan is complete\n"

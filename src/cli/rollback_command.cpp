@@ -24,7 +24,7 @@ class RollbackCommand final : public Command {
                   "a k3s or RKE2 server: first put back the datastore snapshot an upgrade from that version took "
                   "(docs/datastore.md)");
     sub->add_option("--datastore-timeout", m_datastore_timeout, "seconds a restore may take")
-        ->check(CLI::PositiveNumber)
+        ->check(whole_number(1))
         ->capture_default_str();
     m_host.add_to(*sub);
     sub->footer(std::string(k_footer) + "\n" + k_exit_status_help + "\n" + k_environment_help);
@@ -72,7 +72,8 @@ class RollbackCommand final : public Command {
       "Examples:\n"
       "  hoist rollback --component app\n"
       "  hoist rollback --component k3s --to v1.30.6+k3s1 --restart k3s.service\n"
-      "  hoist rollback --component k3s --to v1.30.6+k3s1 --restore-snapshot --restart k3s.service\n";
+      "  hoist rollback --component k3s --to v1.30.6+k3s1 --restore-snapshot \\\n"
+      "      --restart k3s.service\n";
 
   RollbackOptions m_options;
   bool m_allow_quarantined = false;

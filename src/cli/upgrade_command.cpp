@@ -127,7 +127,7 @@ class UpgradeCommand final : public Command {
         ->add_option("--keep", m_spec.keep,
                      "versions kept on the host that are not quarantined (quarantined ones go first; never the "
                      "current, the previous or the one the last rollback landed on)")
-        ->check(CLI::PositiveNumber)
+        ->check(whole_number(1))
         ->default_str(std::to_string(k_default_keep));
     m_app->add_flag("--checksum", m_checksum,
                     "read both sides of every comparison in full, trusting neither the content index nor SHA256SUMS "
@@ -151,16 +151,16 @@ class UpgradeCommand final : public Command {
     m_app
         ->add_option("--max-unpacked-bytes", m_max_unpacked_bytes,
                      "refuse an archive payload that unpacks to more than this many bytes (0: no limit)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(whole_number(0))
         ->default_str("0");
     m_app
         ->add_option("--max-unpack-ratio", m_max_unpack_ratio,
                      "refuse an archive payload that unpacks to more than this multiple of its size, once past "
                      "16 MiB (a decompression bomb; 0: no limit)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(whole_number(0))
         ->default_str(std::to_string(k_default_unpack_ratio));
     m_app->add_option("--threads", m_threads, "the transfer's worker threads (default: twice the cores, at most 16)")
-        ->check(CLI::Range(1U, 64U));
+        ->check(whole_number(1, 64));
     if (m_mode == RunMode::stage) {
       add_stage_options();
       add_datastore_options();
@@ -172,14 +172,14 @@ class UpgradeCommand final : public Command {
                       "after the switch and its restarts (or the reboot) this must pass, or hoist switches back: "
                       "unit:NAME, exec:PATH [ARGS...], http:URL (loopback), node-ready (repeatable)");
     m_app->add_option("--health-settle", m_health_settle, "seconds a checked unit must stay up without restarting")
-        ->check(CLI::NonNegativeNumber)
+        ->check(whole_number(0))
         ->default_str(std::to_string(k_default_health_settle.count()));
     m_app->add_option("--health-timeout", m_health_timeout, "seconds the checks may take to pass, in all")
-        ->check(CLI::PositiveNumber)
+        ->check(whole_number(1))
         ->default_str(std::to_string(k_default_health_timeout.count()));
     add_datastore_options();
     m_app->add_option("--datastore-timeout", m_datastore_timeout, "seconds a snapshot or a restore may take, each")
-        ->check(CLI::PositiveNumber)
+        ->check(whole_number(1))
         ->capture_default_str();
     m_app->footer(std::string(k_upgrade_examples) + "\n" + k_exit_status_help + "\n" + k_environment_help);
     return m_app;
@@ -367,7 +367,7 @@ class UpgradeCommand final : public Command {
         ->add_option("--wait-timeout", m_wait.timeout_seconds,
                      "seconds to wait for --wait-for-plan's Plan before failing: the Plan's jobActiveDeadlineSecs less "
                      "the staging, the drain and the upgrade")
-        ->check(CLI::PositiveNumber)
+        ->check(number_of_seconds(Zero::refused))
         ->capture_default_str();
     m_app->add_option("--node-version", m_wait.node_version,
                       "with --wait-for-plan: also require this kubelet version on every node that Plan selects");
@@ -390,13 +390,16 @@ class UpgradeCommand final : public Command {
   static constexpr const char* k_upgrade_examples =
       "Examples:\n"
       "  hoist upgrade --manifest /payload/hoist.json --dry-run\n"
-      "  hoist upgrade --component k3s --kind file --source /payload/k3s --destination /usr/local/bin/k3s \\\n"
-      "      --version v1.31.2+k3s1 --version-scheme k3s --restart k3s.service --health-check node-ready\n"
-      "  hoist upgrade --component app --kind tree --source /payload/app.tar.zst --destination /opt/app \\\n"
-      "      --version 1.2.0 --sha256sums /payload/SHA256SUMS --keep 3\n";
+      "  hoist upgrade --component k3s --kind file --source /payload/k3s \\\n"
+      "      --destination /usr/local/bin/k3s --version v1.31.2+k3s1 \\\n"
+      "      --version-scheme k3s --restart k3s.service --health-check node-ready\n"
+      "  hoist upgrade --component app --kind tree --source /payload/app.tar.zst \\\n"
+      "      --destination /opt/app --version 1.2.0 --sha256sums /payload/SHA256SUMS \\\n"
+      "      --keep 3\n";
   static constexpr const char* k_stage_examples =
       "Examples:\n"
-      "  hoist stage --manifest /payload/hoist.json --restart k3s.service --lock-timeout 60\n"
+      "  hoist stage --manifest /payload/hoist.json --restart k3s.service \\\n"
+      "      --lock-timeout 60\n"
       "  hoist stage --manifest /payload/hoist.json --wait-for-plan k3s-server \\\n"
       "      --node-version v1.31.2+k3s1 --wait-timeout 1200\n";
 
