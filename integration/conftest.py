@@ -68,6 +68,27 @@ class Result:
         return f"Result(rc={self.returncode}, stdout={self.stdout!r}, stderr={self.stderr!r})"
 
 
+TERMINATION_SCHEMA = Path(__file__).resolve().parent.parent / "docs/schemas/termination-message.schema.json"
+EXIT_NAMES = ["ok", "failed", "usage", "refused", "lock-timeout", "verification"]
+
+
+def parse_termination(text):
+    """hoist's termination message: one JSON object on one line, within the kubelet's 4 KiB, valid against
+    docs/schemas/termination-message.schema.json. Returns it parsed."""
+    import jsonschema
+
+    assert text.endswith("\n") and text.count("\n") == 1 and len(text.encode()) <= 4096, text
+    message = json.loads(text)
+    jsonschema.validate(message, json.loads(TERMINATION_SCHEMA.read_text()), cls=jsonschema.Draft7Validator)
+    return message
+
+
+def termination(command, exit_code, error=None, components=()):
+    """The termination message a run of `command` that exits `exit_code` writes, parsed."""
+    return {"schema_version": 1, "command": command, "outcome": EXIT_NAMES[exit_code], "exit_code": exit_code,
+            "error": error, "components": list(components)}
+
+
 # A sanitizer build's settings (scripts/test-asan) reach every hoist the suite runs.
 SANITIZER_ENV = {k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")}
 

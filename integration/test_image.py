@@ -32,7 +32,7 @@ import yaml
 
 pytest.register_assert_rewrite("prepare_harness")
 
-from conftest import HOIST_BIN, record_output
+from conftest import HOIST_BIN, parse_termination, record_output, termination
 from dbus_harness import system_bus  # noqa: F401 (a fixture)
 from fake_apiserver import NODE_API, PLAN_API, munge, write_kubeconfig
 from known_secrets import SA_TOKEN
@@ -715,9 +715,8 @@ def test_a_k3s_plan_job_on_a_node_without_a_system_bus_changes_nothing(plans, pa
     # The host is on the old version: the installer's binary, untouched.
     assert not os.path.islink(host_root / "usr/local/bin/k3s")
     assert (host_root / "usr/local/bin/k3s").read_bytes() == old_k3s
-    assert job.termination_log.read_text() == \
-        f"hoist upgrade: failed (exit 1): {error}\n" \
-        f"k3s: v1.29.5+k3s1 (what '/usr/local/bin/k3s --version' says) -> {K3S_V1} (upgrade)\n"
+    assert parse_termination(job.termination_log.read_text()) == termination(
+        "upgrade", 1, error, [f"k3s: v1.29.5+k3s1 (what '/usr/local/bin/k3s --version' says) -> {K3S_V1} (upgrade)"])
 
 
 def test_a_refused_downgrade_that_suc_retries_pod_after_pod_is_one_event_series(plans, payloads, host_root, tmp_path,
@@ -755,7 +754,7 @@ def test_a_refused_downgrade_that_suc_retries_pod_after_pod_is_one_event_series(
     events = [(e["reason"], e["note"], e.get("series", {}).get("count")) for e in cluster.events]
     assert events == [("HoistStageFailed", f"hoist stage: failed (exit 3): {refusal}", 3)]
     message = (tmp_path / "pod3" / "termination-log").read_text()
-    assert message == f"hoist stage: failed (exit 3): {refusal}\n"
+    assert parse_termination(message) == termination("stage", 3, refusal)
     assert not [r for r in cluster.requests if r.get("status") == 403]
     # SUC gave up: the Plan says why, as the agents' prepare reads it.
     complete = next(c for c in cluster.get(PLAN_API, "os-tree", NAMESPACE)["status"]["conditions"]
@@ -946,7 +945,7 @@ def test_the_agent_plans_prepare_container_fails_at_once_when_the_server_plan_fa
              f"system-upgrade/{job_name} failed on Node s1: DeadlineExceeded: Job was active longer than specified "
              "deadline")
     assert error in pod.stderr
-    assert job.termination_log.read_text() == f"hoist stage: failed (exit 1): {error}\n"
+    assert parse_termination(job.termination_log.read_text()) == termination("stage", 1, error)
     assert not (host_root / "var/lib/hoist/k3s" / K3S_V1).exists()  # nothing staged
 
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.register_assert_rewrite("prepare_harness")  # before its import: it is also a plugin
 
-from conftest import SANITIZER_ENV, run_recorded
+from conftest import SANITIZER_ENV, parse_termination, run_recorded, termination
 from fake_apiserver import NODE_API, PLAN_API, Cluster, FakeApiServer, free_port, make_pki, write_kubeconfig
 from prepare_harness import (HOIST_BIN, NAMESPACE, SERVER_PLAN, can_fake_service_account, make_service_account,
                              put_server_plan, rotate_token_file, start_prepare, start_prepare_in_cluster, suc,
@@ -250,7 +250,7 @@ def test_a_plan_whose_job_failed_fails_prepare_at_once_naming_suc_message(cluste
                 "backoff limit")
     error = f"plan 'k3s-server' in namespace 'system-upgrade' has failed: system-upgrade-controller says: {suc_says}"
     assert error in prepare.stderr
-    assert message.read_text() == f"hoist prepare: failed (exit 1): {error}\n"
+    assert parse_termination(message.read_text()) == termination("prepare", 1, error)
 
 
 def test_a_failure_of_an_older_version_is_not_this_ones(cluster, kubeconfig):
@@ -273,9 +273,10 @@ def test_prepare_writes_the_termination_message_when_the_plan_is_complete(cluste
     message.write_text("")
     prepare = start_prepare(SERVER_PLAN, kubeconfig=kubeconfig, env={"HOIST_TERMINATION_MESSAGE_PATH": str(message)})
     assert prepare.wait() == 0, prepare.stderr
-    text = message.read_text()
-    assert text.startswith("hoist prepare: succeeded\nplan 'k3s-server': 3/3 nodes done at hash "), text
-    assert text.endswith("; complete\n")
+    parsed = parse_termination(message.read_text())
+    [line] = parsed["components"]
+    assert (parsed["outcome"], parsed["error"]) == ("ok", None)
+    assert line.startswith("plan 'k3s-server': 3/3 nodes done at hash ") and line.endswith("; complete"), line
 
 
 def test_node_version_waits_for_the_kubelet_version(cluster, kubeconfig):

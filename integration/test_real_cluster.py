@@ -26,7 +26,7 @@ import yaml
 
 pytest.register_assert_rewrite("real_cluster", "prepare_harness")
 
-from conftest import record_output
+from conftest import parse_termination, record_output, termination
 from dbus_harness import SystemBus
 from kube_api import ApiError
 from payloads import fake_k3s, host_read, state_of
@@ -131,14 +131,14 @@ def test_the_k3s_server_plan_upgrades_through_a_real_job_and_suc_labels_and_unco
     assert pod["spec"]["nodeName"] == node
     staged = container_log(cluster, pod, "prepare")
     assert f"k3s: staged {K3S_NEW} in " in staged, staged
-    assert termination_message(pod, "prepare").startswith("hoist stage: succeeded\n")
+    assert parse_termination(termination_message(pod, "prepare"))["outcome"] == "ok"
     log = container_log(cluster, pod)
     assert f"switching to {K3S_NEW} as `hoist stage` staged it" in log, log
     assert f"health: node-ready passed: node '{node}' is Ready (kubelet {KUBELET})" in log, log
     assert "health: unit:k3s.service passed" in log, log
     # The termination message, as the kubelet read it from /dev/termination-log and the API server keeps it.
-    message = termination_message(pod)
-    assert message.startswith("hoist upgrade: succeeded\n"), message
+    message = parse_termination(termination_message(pod))
+    assert (message["command"], message["outcome"], message["error"]) == ("upgrade", "ok", None), message
     assert os.readlink(root / "usr/local/bin/k3s") == f"/var/lib/hoist/k3s/{K3S_NEW}/k3s"
     assert state_of(root, "k3s")["current"] == K3S_NEW
     assert systemd.called("RestartUnit") == ['RestartUnit "k3s.service" "replace"']
@@ -432,7 +432,7 @@ def test_a_job_deleted_mid_run_stops_hoist_with_the_kubelets_sigterm_and_the_way
     cluster.api.delete(f"/apis/upgrade.cattle.io/v1/namespaces/{NAMESPACE}/plans/k3s-server")
     assert stopped in out, out
     # hoist's own exit on SIGTERM, within the grace period: 1, not SIGKILL's 137; its termination message says why.
-    assert message.startswith(f"hoist upgrade: failed (exit 1): {stopped} (k3s {K3S_NEW} switched)\n"), message
+    assert parse_termination(message)["error"] == f"{stopped} (k3s {K3S_NEW} switched)", message
     upgrade = next(s for s in last["status"].get("containerStatuses", []) if s["name"] == "upgrade")
     if "terminated" in upgrade["state"]:  # else the kubelet's last status lost the race with the deletion
         assert upgrade["state"]["terminated"]["exitCode"] == 1, upgrade
@@ -541,9 +541,8 @@ def test_a_k3s_plan_on_a_node_without_a_system_bus_exits_1_with_the_host_on_its_
     assert upgrade["state"]["terminated"]["exitCode"] == 1, upgrade
     error = (f"k3s: cannot restart k3s.service after the switch to {K3S_NEW}: failed to find the system bus socket "
              "'/host/run/dbus/system_bus_socket': No such file or directory")
-    assert termination_message(pod) == (
-        f"hoist upgrade: failed (exit 1): {error}\n"
-        f"k3s: {K3S_OLD} (what '/usr/local/bin/k3s --version' says) -> {K3S_NEW} (upgrade)\n")
+    assert parse_termination(termination_message(pod)) == termination(
+        "upgrade", 1, error, [f"k3s: {K3S_OLD} (what '/usr/local/bin/k3s --version' says) -> {K3S_NEW} (upgrade)"])
     # What exit 1 means (README's table): the host on the old version, the installer's binary untouched.
     assert not os.path.islink(root / "usr/local/bin/k3s")
     assert host_read(root, "/usr/local/bin/k3s") == installed
@@ -581,7 +580,7 @@ def test_the_agent_plans_prepare_fails_at_once_with_sucs_message_when_the_server
              f"{NAMESPACE}/{failed['metadata']['name']} failed on Node {server}: BackoffLimitExceeded: Job has "
              "reached the specified backoff limit")
     assert error in log, log
-    assert terminated["message"] == f"hoist stage: failed (exit 1): {error}\n", terminated
+    assert parse_termination(terminated["message"]) == termination("stage", 1, error), terminated
     # At once: when SUC wrote the failure to the Plan, not after --timeout=1200.
     complete = wait_for_plan_failed(cluster, "k3s-server", suc=suc)
     assert at(terminated["finishedAt"]) - at(complete["lastUpdateTime"]) < 60, (terminated, complete)
@@ -615,7 +614,7 @@ def test_a_refused_downgrade_retried_pod_after_pod_is_one_event_series_said_once
         assert all("terminated" not in s["state"] and "running" not in s["state"]
                    for s in pod["status"]["containerStatuses"]), pod["status"]
         # The refusal, said once.
-        assert termination_message(pod, "prepare") == f"hoist stage: failed (exit 3): {refusal}\n"
+        assert parse_termination(termination_message(pod, "prepare")) == termination("stage", 3, refusal)
     # One Event for the three pods: the same refusal for the same Plan hash is counted, not posted again.
     [event] = [e for e in node_events(cluster, node) if e.get("reportingComponent") == "hoist"]
     assert (event["reason"], event["type"]) == ("HoistStageFailed", "Warning"), event

@@ -13,7 +13,7 @@ import pytest
 
 pytest.register_assert_rewrite("prepare_harness")  # before its import: it is also a plugin
 
-from conftest import SANITIZER_ENV, run_hoist, run_status
+from conftest import SANITIZER_ENV, parse_termination, run_hoist, run_status, termination
 from prepare_harness import HOIST_BIN, SERVER_PLAN, Prepare, put_server_plan, suc, wait_for_watches
 from payloads import fake_k3s, host_read, make_tree, manifest_without, read_tree, state_of, upgrade, \
     write_sha256sums, sums_for_tree
@@ -106,7 +106,7 @@ def test_stage_refuses_what_the_upgrade_refuses_before_it_stages(host_root, tree
     refused = stage(host_root, *app_args(v1, "1.0.0"), env=env, check=3)
     refusal = "app: refusing to downgrade from 2.0.0 to 1.0.0 (--allow-downgrade allows it)"
     assert refusal in refused.stderr
-    assert message.read_text() == f"hoist stage: failed (exit 3): {refusal}\n"
+    assert parse_termination(message.read_text()) == termination("stage", 3, refusal)
     result = state_of(host_root, "app")["last_result"]
     assert (result["command"], result["outcome"], result["message"]) == ("stage", "refused", refusal)
     # A payload that does not match its SHA256SUMS.

@@ -10,6 +10,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -255,22 +256,43 @@ std::string default_host_root(const SucContext& suc) {
                    "Plan's default), or pass --host-root");
 }
 
-// The pod's termination message: the outcome first, then what the run decided for each component. The cluster
-// shows it after SUC has collected the Job, its pod and its logs.
+// The pod's termination message (docs/schemas/termination-message.schema.json): one JSON object, the outcome first,
+// then what the run decided for each component. The cluster shows it after SUC has collected the Job, its pod and
+// its logs. Within the kubelet's 4 KiB: the last components go first (counted), then the error is cut.
+std::string termination_json(const std::string& name, ExitCode code, const std::string& error,
+                             const std::vector<std::string>& summary) {
+  nlohmann::ordered_json message{{"schema_version", 1},
+                                 {"command", name.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(name)},
+                                 {"outcome", exit_code_name(code)},
+                                 {"exit_code", static_cast<int>(code)},
+                                 {"error", error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error)},
+                                 {"components", nlohmann::ordered_json::array()}};
+  for (const std::string& line : summary) {
+    if (!line.empty()) {
+      message["components"].push_back(line);
+    }
+  }
+  const auto text = [&message] {
+    return message.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  };
+  std::size_t omitted = 0;
+  while (text().size() > k_termination_message_max && !message["components"].empty()) {
+    message["components"].erase(message["components"].size() - 1);
+    message["components_omitted"] = ++omitted;
+  }
+  if (const std::size_t size = text().size(); size > k_termination_message_max && !error.empty()) {
+    const std::size_t over = size - k_termination_message_max + 3;  // 3: the "..." that says it was cut
+    message["error"] = error.substr(0, error.size() > over ? error.size() - over : 0) + "...";
+  }
+  return text();
+}
+
 void write_termination(const Environment& env, const std::string& name, ExitCode code, const std::string& error,
                        const std::vector<std::string>& summary) {
-  std::string text =
-      "hoist" + (name.empty() ? std::string() : " " + name) + ": " +
-      (code == ExitCode::ok ? std::string("succeeded")
-                            : "failed (exit " + std::to_string(static_cast<int>(code)) + "): " + escaped(error)) +
-      "\n";
-  for (const std::string& line : summary) {
-    text += escaped(line) + "\n";
-  }
   const auto path = env.find("HOIST_TERMINATION_MESSAGE_PATH");
   const std::string file =
       path == env.end() || path->second.empty() ? std::string(k_termination_message_path) : path->second;
-  if (auto written = write_termination_message(file, text); !written) {
+  if (auto written = write_termination_message(file, termination_json(name, code, error, summary)); !written) {
     spdlog::debug("no termination message: {}", written.error().message);
   }
 }

@@ -72,9 +72,8 @@ void log_exit(LogFormat format, ExitCode code) {
   if (format != LogFormat::json) {
     return;
   }
-  const char* names[] = {"ok", "failed", "usage", "refused", "lock-timeout", "verification"};
   const auto number = static_cast<std::uint64_t>(code);
-  const char* outcome = number < std::size(names) ? names[number] : "unknown";
+  const char* outcome = exit_code_name(code);
   const LogFields fields{{"exit_code", number}, {"outcome", std::string(outcome)}};
   spdlog::info("exit {} ({})", number, outcome);
 }

@@ -13,4 +13,18 @@ enum class ExitCode : int {
   verification = 5,  ///< checksum, signature or extension-release mismatch
 };
 
+/// The exit code's name, as the JSON log's exit line and the termination message give it: `ok`, `failed`,
+/// `usage`, `refused`, `lock-timeout`, `verification`.
+constexpr const char* exit_code_name(ExitCode code) {
+  switch (code) {
+    case ExitCode::ok: return "ok";
+    case ExitCode::failed: return "failed";
+    case ExitCode::usage: return "usage";
+    case ExitCode::refused: return "refused";
+    case ExitCode::lock_timeout: return "lock-timeout";
+    case ExitCode::verification: return "verification";
+  }
+  return "unknown";
+}
+
 }  // namespace hoist
