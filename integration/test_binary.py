@@ -232,8 +232,9 @@ def test_hoist_help_command_prints_what_command_help_prints():
         assert run_hoist("help", command, check=0).stdout == run_hoist(command, "--help", check=0).stdout
     assert run_hoist("help", check=0).stdout == run_hoist("--help", check=0).stdout
     result = run_hoist("help", "upgarde", check=2)
-    assert re.fullmatch(LOG_LINE + re.escape("help: unknown command 'upgarde' (commands: upgrade, stage, rollback, "
-                                             "prepare, status, version, help)") + "\n", result.stderr)
+    assert re.fullmatch(LOG_LINE + re.escape("help: unknown command 'upgarde' (did you mean 'upgrade'?; commands: "
+                                             "upgrade, stage, rollback, prepare, status, version, help)") + "\n",
+                        result.stderr)
 
 
 def test_help_is_wrapped_to_the_terminal_and_names_values_not_types():

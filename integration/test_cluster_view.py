@@ -46,7 +46,8 @@ def test_the_termination_message_says_the_outcome_and_each_component_s_decision(
     assert parse_termination(message.read_text())["command"] == "upgrade"
     run_hoist("upgarde", env=env, check=2)
     assert parse_termination(message.read_text()) == termination(
-        None, 2, "unknown command 'upgarde' (commands: upgrade, stage, rollback, prepare, status, version, help)")
+        None, 2, "unknown command 'upgarde' (did you mean 'upgrade'?; commands: upgrade, stage, rollback, prepare, "
+        "status, version, help)")
 
 
 def test_a_termination_message_past_4_kib_keeps_its_outcome_and_stays_json(host_root, tmp_path):

@@ -86,8 +86,9 @@ def test_a_command_line_that_does_not_parse_is_a_json_line_too(tmp_path):
     # The error, then the exit line; no command was named, and the field says so (null).
     [line, last] = json_lines(result.stderr)
     assert (line["level"], line["command"]) == ("error", None)
-    assert line["msg"] == ("unknown command 'upgarde' (commands: upgrade, stage, rollback, prepare, status, "
-                           "version, help); usage: hoist COMMAND [OPTIONS]; 'hoist help' shows the options")
+    assert line["msg"] == ("unknown command 'upgarde' (did you mean 'upgrade'?; commands: upgrade, stage, rollback, "
+                           "prepare, status, version, help); usage: hoist COMMAND [OPTIONS]; 'hoist help' shows the "
+                           "options")
     assert (last["exit_code"], last["outcome"], last["command"]) == (2, "usage", None)
     result = run_hoist("upgrade", "--keep", "0", "--log-format=JSON", check=2)
     [line, last] = json_lines(result.stderr)
@@ -102,6 +103,7 @@ def test_a_command_line_that_does_not_parse_is_a_json_line_too(tmp_path):
     assert " error: unknown command 'upgarde'" in result.stderr and not result.stderr.startswith("{")
     # Without it, the line for people, in the format of every other line hoist logs: one line.
     result = run_hoist("upgarde", check=2)
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: unknown command 'upgarde' \(commands: "
-                        r"upgrade, stage, rollback, prepare, status, version, help\); usage: hoist COMMAND \[OPTIONS\]; "
-                        r"'hoist help' shows the options\n", result.stderr), result.stderr
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: unknown command 'upgarde' "
+                        r"\(did you mean 'upgrade'\?; commands: upgrade, stage, rollback, prepare, status, version, "
+                        r"help\); usage: hoist COMMAND \[OPTIONS\]; 'hoist help' shows the options\n", result.stderr), \
+        result.stderr

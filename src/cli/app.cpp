@@ -128,12 +128,24 @@ bool asks_for_json_logs(int argc, char** argv) {
 }
 
 // The commands, as an error lists them: "upgrade, stage, …, help".
-std::string command_names(const CLI::App& app) {
-  std::string names;
+std::vector<std::string> command_list(const CLI::App& app) {
+  std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) {
-    names += (names.empty() ? "" : ", ") + sub->get_name();
+    names.push_back(sub->get_name());
   }
   return names;
+}
+
+std::string command_names(const CLI::App& app) {
+  return joined(command_list(app), ", ");
+}
+
+// `unknown command 'upgrad' (did you mean 'upgrade'?; commands: ...)`.
+std::string unknown_command(const CLI::App& app, const std::string& word) {
+  const std::string closest = closest_word(word, command_list(app));
+  return "unknown command '" + escaped(word) + "' (" +
+         (closest.empty() ? std::string() : "did you mean '" + closest + "'?; ") + "commands: " + command_names(app) +
+         ")";
 }
 
 // The subcommand the words selected, or nullptr.
@@ -231,7 +243,7 @@ std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& err
       }
       continue;
     }
-    return "unknown command '" + word + "' (commands: " + command_names(app) + ")";
+    return unknown_command(app, word);
   }
   return error.what();
 }
@@ -397,7 +409,17 @@ class CommandLine {
       m_by_subcommand[command->add_to(m_app)] = command.get();
     }
     m_help = m_app.add_subcommand("help", "show a command's options, examples and exit status (or hoist's)");
-    m_app.footer("'hoist help COMMAND' shows a command's options, examples, exit status, environment and files.");
+    m_app.footer(std::string("'hoist help COMMAND' shows a command's options, examples, exit status, environment "
+                             "and files.\n"
+                             "\n"
+                             "Examples:\n"
+                             "  hoist upgrade --manifest /payload/hoist.json --dry-run\n"
+                             "  hoist stage --manifest /payload/hoist.json --restart k3s.service\n"
+                             "  hoist rollback --component k3s --restart k3s.service\n"
+                             "  hoist status\n"
+                             "  hoist help upgrade\n"
+                             "\n") +
+                 k_exit_status_help + "\n" + k_environment_help);
     m_help->add_option("COMMAND", m_help_topic, "the command");
     check_every_value(m_app);
   }
@@ -457,7 +479,7 @@ class CommandLine {
       }
     }
     setup_logging(LogFormat::text, 0);
-    spdlog::error("help: unknown command '{}' (commands: {})", escaped(m_help_topic), command_names(m_app));
+    spdlog::error("help: {}", unknown_command(m_app, m_help_topic));
     return static_cast<int>(ExitCode::usage);
   }
 

@@ -235,9 +235,13 @@ std::string HelpFormatter::make_footer(const CLI::App* app) const {
 }
 
 std::string closest_option(const CLI::App& app, std::string_view word) {
+  return closest_word(word, option_names(app));
+}
+
+std::string closest_word(std::string_view word, const std::vector<std::string>& names) {
   std::string best;
   std::size_t best_distance = 3;
-  for (const std::string& name : option_names(app)) {
+  for (const std::string& name : names) {
     if (name.size() > 2 && name.starts_with(word) && word.size() > 3) {
       return name;  // an abbreviation
     }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -57,6 +58,9 @@ class HelpFormatter final : public CLI::Formatter {
 /// The option of `app` (or of its parents, whose options a subcommand also takes) whose name is closest to
 /// `word` (`--destinaton` → `--destination`), or "" when none is close: at most 2 edits, or a prefix of one.
 std::string closest_option(const CLI::App& app, std::string_view word);
+
+/// Of `names`, the one closest to `word` by closest_option()'s rule, or "".
+std::string closest_word(std::string_view word, const std::vector<std::string>& names);
 
 /// The option of `app` (or of one of its parents) named `name` (`--component`, `-n`), or nullptr.
 const CLI::Option* find_option(const CLI::App& app, const std::string& name);

@@ -18,7 +18,11 @@ class VersionCommand final : public Command {
     sub->footer(
         "Examples:\n"
         "  hoist version\n"
-        "  hoist version --json\n");
+        "  hoist version --json\n"
+        "\n"
+        "Exit status:\n"
+        "  0  printed\n"
+        "  2  bad usage (an unknown option)\n");
     return sub;
   }
   [[nodiscard]] bool needs_host() const override { return false; }
