@@ -95,7 +95,11 @@ def test_a_command_line_that_does_not_parse_is_a_json_line_too(tmp_path):
     assert (line["level"], line["command"]) == ("error", "upgrade")
     assert line["msg"].startswith("--keep: expects a whole number of 1 or more, not '0'; ")
     assert (last["exit_code"], last["outcome"], last["command"]) == (2, "usage", "upgrade")
-    for output in (run_hoist("--log-format", "json", "upgarde", check=2).stderr, result.stderr):
+    help_line, help_last = json_lines(run_hoist("--log-format", "json", "help", "upgarde", check=2).stderr)
+    assert help_line["msg"].startswith("help: unknown command 'upgarde' (did you mean 'upgrade'?; ")
+    assert (help_last["exit_code"], help_last["command"]) == (2, None)
+    for output in (run_hoist("--log-format", "json", "upgarde", check=2).stderr, result.stderr,
+                   run_hoist("--log-format", "json", "help", "upgarde", check=2).stderr):
         for text in output.splitlines():
             validate(text, "log-line.schema.json")
     # The last --log-format given counts, as for a command line that parses.

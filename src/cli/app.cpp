@@ -478,8 +478,9 @@ class CommandLine {
         return 0;
       }
     }
-    setup_logging(LogFormat::text, 0);
+    setup_logging(log.format, 0);  // `--log-format json help upgarde`: JSON lines, as every refusal
     spdlog::error("help: {}", unknown_command(m_app, m_help_topic));
+    log_exit(log.format, ExitCode::usage);
     return static_cast<int>(ExitCode::usage);
   }
 
