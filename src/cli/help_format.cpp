@@ -157,7 +157,6 @@ std::string HelpFormatter::make_option_opts(const CLI::Option* option) const {
 
 namespace {
 
-// `first` in the first column (alone on its line when it is too wide for it), `description` wrapped beside it.
 // `first`, then `text` wrapped in the column from `column` to `width` (on the next line when `first` reaches it).
 std::string two_columns(const std::string& first, const std::string& text, std::size_t width,
                         std::size_t column = k_first_column) {

@@ -134,7 +134,8 @@ void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const
     return;
   }
   Sha256Verifier verifier(sums);
-  // Whether the file being checked is one that verify_payload() left unread: then this is its first reading.
+  // Whether the file that failed is one that verify_payload() left unread: then this was its first reading. Asked
+  // of the failing file only, not of every staged one.
   bool first_reading = false;
   try {
     // The SHA256SUMS file and its signature, when they sit inside the payload, are not payload files. Only a
@@ -148,13 +149,14 @@ void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const
           (!signature_name.empty() && name == signature_name && same_file(in_payload, spec.signature))) {
         return;
       }
-      if (unread != nullptr) {
-        const std::size_t at = sums.entries().index_of(relpath);
-        first_reading = at < unread->size() && (*unread)[at];
+      try {
+        verifier.check(relpath, to_hex(entry.digest));
+      } catch (const Error&) {
+        const std::size_t at = unread == nullptr ? 0 : sums.entries().index_of(relpath);
+        first_reading = unread != nullptr && at < unread->size() && (*unread)[at];
+        throw;
       }
-      verifier.check(relpath, to_hex(entry.digest));
     });
-    first_reading = false;
     verifier.finish();
   } catch (const Error& e) {
     if (first_reading) {
