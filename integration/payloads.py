@@ -140,13 +140,15 @@ def make_keys(directory, names, algorithm="ed25519"):
     return directory
 
 
-def read_content_index(path):
+def read_content_index(path, sources=None):
     """hoist's content index file (src/transfer/content_index.cpp), read independently of hoist: relative path (bytes)
-    -> (SHA-256, inode, size, mtime ns, ctime ns). Checks its trailing SHA-256."""
+    -> (SHA-256, inode, size, mtime ns, ctime ns). Checks its trailing SHA-256. `sources`, a dict when given, gets
+    the payload file each digest was read from where the index names one: relative path -> (st_dev, inode, ctime
+    ns)."""
     data = Path(path).read_bytes()
     body, trailer = data[:-32], data[-32:]
     assert hashlib.sha256(body).digest() == trailer, f"{path}: the trailing SHA-256 does not match"
-    magic = b"hoist-content-index 1\n"
+    magic = b"hoist-content-index 2\n"
     assert body.startswith(magic), path
     at = len(magic)
 
@@ -181,6 +183,13 @@ def read_content_index(path):
             ino, size = varint(), signed()
             mtime = signed() * 10**9 + varint()
             ctime = signed() * 10**9 + varint()
-            entries[directory + b"/" + name if directory else name] = (digest, ino, size, mtime, ctime)
+            rel = directory + b"/" + name if directory else name
+            entries[rel] = (digest, ino, size, mtime, ctime)
+            source_ino = varint()
+            if source_ino:
+                dev = varint()
+                source_ctime = signed() * 10**9 + varint()
+                if sources is not None:
+                    sources[rel] = (dev, source_ino, source_ctime)
     assert at == len(body), path
     return entries

@@ -11,11 +11,13 @@ import re
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from payloads import host_read, manifest_without, read_tree, state_of, upgrade, write_sha256sums
+from payloads import (host_read, manifest_without, read_content_index, read_tree, state_of, upgrade,
+                      write_sha256sums)
 
 ONE_MTIME = 1_700_000_000  # every file and directory of every version below
 BSDTAR = shutil.which("bsdtar")
@@ -201,6 +203,10 @@ def test_a_sync_repairs_a_host_edit_that_put_the_size_and_mtime_back(host_root, 
 
 
 STRACE = shutil.which("strace")
+# listxattrat(2) came with Linux 6.13: before it, hoist opens each payload file to list its xattrs, and which files
+# were opened no longer tells which were read.
+XATTRS_BY_NAME = tuple(map(int, re.match(r"(\d+)\.(\d+)", os.uname().release).groups())) >= (6, 13)
+OPENED_FOR_XATTRS = "Linux before 6.13 opens every payload file to list its xattrs: opens do not tell what was read"
 RENAMES = ["rename", "renameat", "renameat2"]
 
 
@@ -299,6 +305,7 @@ def payload_files_opened(log, payload):
 
 
 @pytest.mark.skipif(STRACE is None, reason="strace is not installed: no way to see which payload files are opened")
+@pytest.mark.skipif(not XATTRS_BY_NAME, reason=OPENED_FOR_XATTRS)
 @pytest.mark.parametrize("kind", list(KIND_ARGS))
 def test_with_sums_only_the_payload_files_the_installed_version_does_not_hold_are_read(host_root, tmp_path, kind):
     from conftest import HOIST_BIN, run_recorded
@@ -369,3 +376,66 @@ def test_an_installed_file_edited_on_the_host_vouches_for_nothing_and_the_payloa
     assert "unread" not in result.stderr and f"c: verified {v2}" not in result.stderr
     assert installed_files(installed_root(host_root, kind)) == expected_files(V1)
     assert state_of(host_root, "c")["current"] == "1.0.0"
+
+
+# Without SHA256SUMS the payload's side is read, and the index records which payload file each digest was read from
+# (its filesystem, inode and ctime). A payload directory kept on the host and updated in place (rsync, a re-run of
+# the same Job's payload) is then read only where it changed. A file changed less than 2 s before a run is not
+# recorded by it: within a filesystem's timestamp granularity a later write could leave its ctime as it was.
+SETTLE = 2.1
+
+
+def opened_by_upgrade(host_root, tmp_path, args, payload, name):
+    from conftest import HOIST_BIN, run_recorded
+
+    log = tmp_path / f"opens-{name}.log"
+    result = run_recorded([STRACE, "-f", "-qq", "-y", "-o", str(log), "-e", "trace=open,openat,openat2", HOIST_BIN,
+                           "upgrade", "--host-root", str(host_root), "--lock-timeout", "5", *map(str, args)],
+                          capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result
+    return payload_files_opened(log, payload)
+
+
+def index_of(host_root, version):
+    return host_root / "var/lib/hoist/c/.index" / version
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed: no way to see which payload files are opened")
+@pytest.mark.skipif(not XATTRS_BY_NAME, reason=OPENED_FOR_XATTRS)
+@pytest.mark.parametrize("kind", list(KIND_ARGS))
+def test_without_sums_a_payload_file_read_before_and_unchanged_since_is_not_read_again(host_root, tmp_path, kind):
+    payload = reproducible_tree(tmp_path / "payload", V1)
+    time.sleep(SETTLE)
+    upgrade(host_root, *KIND_ARGS[kind](payload, "1.0.0"), check=0)
+    sources = {}
+    read_content_index(index_of(host_root, "1.0.0"), sources)
+    assert {rel.decode(): ino for rel, (_, ino, _) in sources.items()} == {
+        rel: os.lstat(payload / rel).st_ino for rel in V1}
+
+    # 2.0.0 is the same directory with etc/conf written in place, its size and mtime put back: its ctime moved.
+    corrupt_keeping_size_and_mtime(payload / "etc/conf", V2["etc/conf"].encode())
+    assert opened_by_upgrade(host_root, tmp_path, KIND_ARGS[kind](payload, "2.0.0"), payload, "2.0.0") == {"etc/conf"}
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V2)
+    if kind == "tree":
+        assert installed_files(host_root / "opt/c/1.0.0") == expected_files(V1)
+    # etc/conf changed within 2 s of that run: not recorded, so read again by the next, and nothing else is.
+    sources = {}
+    read_content_index(index_of(host_root, "2.0.0"), sources)
+    assert sorted(sources) == [b"bin/tool", b"share/doc/README"]
+    assert opened_by_upgrade(host_root, tmp_path, KIND_ARGS[kind](payload, "2.0.1"), payload, "2.0.1") == {"etc/conf"}
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V2)
+
+
+@pytest.mark.parametrize("kind", list(KIND_ARGS))
+def test_a_payload_file_replaced_by_another_inode_of_the_same_size_and_mtime_is_read(host_root, tmp_path, kind):
+    payload = reproducible_tree(tmp_path / "payload", V1)
+    time.sleep(SETTLE)
+    upgrade(host_root, *KIND_ARGS[kind](payload, "1.0.0"), check=0)
+    # What `cp -a` or an unpacked image gives: a new inode, the old size and mtime.
+    other = reproducible_tree(tmp_path / "other", V2)
+    os.rename(other / "etc/conf", payload / "etc/conf")
+    upgrade(host_root, *KIND_ARGS[kind](payload, "2.0.0"), check=0)
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V2)
+    # And --checksum reads every payload file whatever the index recorded: the same bytes, nothing changed.
+    upgrade(host_root, *KIND_ARGS[kind](payload, "2.0.1"), "--checksum", check=0)
+    assert installed_files(installed_root(host_root, kind)) == expected_files(V2)

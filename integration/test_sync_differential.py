@@ -7,6 +7,9 @@ destinations must be equal entry by entry (hard-link groups included), hoist's c
 regular file of its destination (digest and stamp), and after `hoist rollback` nothing to do from v1. Half as many
 pairs go through the tree kind: v2's version directory and, after the rollback, v1's must be what rsync finds
 nothing to do for, with the payload's link groups.
+Every pair also goes through a payload directory kept and updated in place (`rsync -c --inplace` from v1 to v2),
+so that hoist's second run meets payload files it read in the first: the unchanged ones it need not read again, the
+ones rewritten in place under the same size and mtime it must.
 HOIST_DIFF_TREES sets how many pairs (default 24); each prints its seed, and HOIST_TEST_SEED=N replays one. They
 need root (chown)."""
 
@@ -15,6 +18,7 @@ import os
 import random
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -249,3 +253,33 @@ def test_a_tree_upgrade_and_rollback_agree_with_rsync_on_a_random_tree(host_root
     check_index(host_root / "var/lib/hoist/app/.index/2.0.0", app / "2.0.0")
     rollback(host_root, "--component", "app", check=0)
     assert differences(v1, app / "current") == []
+
+
+def test_a_payload_directory_updated_in_place_syncs_as_rsync_finds_it(host_root, tmp_path):
+    # One payload directory per seed, updated in place from v1 to v2 by rsync: what it finds unchanged keeps its inode
+    # and ctime, what it rewrites (--inplace: the same inode) gets a new ctime. hoist records the payload file each
+    # digest was read from only when its ctime is 2 s old at the run's start, hence one wait for all seeds.
+    payloads = {}
+    for number, seed in enumerate(SEEDS):
+        work = tmp_path / str(seed)
+        work.mkdir()
+        v1, v2 = random_versions(work, seed)
+        payload = work / "payload"
+        rsync("-aHX", f"{v1}/", f"{payload}/")
+        payloads[number] = (seed, v1, v2, payload)
+    time.sleep(2.1)
+    recorded = 0
+    for number, (seed, v1, v2, payload) in payloads.items():
+        dest = host_root / f"opt/app{number}"
+        args = ["--component", f"app{number}", "--kind", "sync", "--destination", f"/opt/app{number}",
+                "--source", payload]
+        upgrade(host_root, *args, "--version", "1.0.0", check=0)
+        sources = {}
+        read_content_index(host_root / f"var/lib/hoist/app{number}/.index/1.0.0", sources)
+        recorded += len(sources)
+        # What rsync makes of it (with -H it may not reach v2 in one run; hoist is compared with the payload as it is).
+        rsync("-aHX", "-c", "--inplace", "--delete", f"{v2}/", f"{payload}/")
+        upgrade(host_root, *args, "--version", "2.0.0", check=0)
+        assert rsync("-n", "-i", "-c", "-aHAX", "--delete", f"{payload}/", f"{dest}/") == [], seed
+        check_index(host_root / f"var/lib/hoist/app{number}/.index/2.0.0", dest, ctime_may_move=True)
+    assert recorded > 0, "no payload file was recorded as read: the second runs met none they had read"

@@ -17,6 +17,7 @@ namespace {
 using hoist::ContentIndex;
 using hoist::FileStamp;
 using hoist::Sha256Digest;
+using hoist::SourceStamp;
 using hoist::test::ScopedTempDir;
 using hoist::test::write_text;
 
@@ -33,7 +34,7 @@ struct stat lstat_of(const std::filesystem::path& path) {
 }
 
 ContentIndex::Entry entry_of(const std::filesystem::path& path, const std::string& content) {
-  return {digest_of(content), FileStamp::of(lstat_of(path))};
+  return {digest_of(content), FileStamp::of(lstat_of(path)), {}};
 }
 
 std::vector<std::string> paths_of(const ContentIndex& index) {
@@ -46,8 +47,8 @@ std::vector<std::string> paths_of(const ContentIndex& index) {
 
 TEST_CASE("a content index is written and read back entry for entry, sorted by directory and name", "[transfer]") {
   ContentIndex index;
-  ContentIndex::Entry a{digest_of("a"), FileStamp{7, 1, 1700000000, 5, 1800000000, 999999999}};
-  ContentIndex::Entry b{digest_of("b"), FileStamp{8, 2, -1, 0, 1, 1}};
+  ContentIndex::Entry a{digest_of("a"), FileStamp{7, 1, 1700000000, 5, 1800000000, 999999999}, {}};
+  ContentIndex::Entry b{digest_of("b"), FileStamp{8, 2, -1, 0, 1, 1}, {}};
   index.add("usr/bin", "k3s", a);
   index.add("", "z", b);
   index.add("caf\xc3\xa9", "na\xc3\xafve.txt", b);
@@ -73,6 +74,81 @@ TEST_CASE("a content index is written and read back entry for entry, sorted by d
   auto empty = ContentIndex::parse(ContentIndex().serialize(), "/v/empty");
   REQUIRE(empty);
   CHECK(empty->size() == 0);
+}
+
+TEST_CASE("an index keeps the stamp of the payload file each digest was read from", "[transfer]") {
+  ContentIndex index;
+  ContentIndex::Entry read{digest_of("a"), FileStamp{7, 1, 1700000000, 5, 1800000000, 999999999},
+                           SourceStamp{2049, 1234567, 1790000000, 123456789}};
+  ContentIndex::Entry listed{digest_of("b"), FileStamp{8, 2, -1, 0, 1, 1}, {}};
+  index.add("usr/bin", "k3s", read);
+  index.add("usr/bin", "ctr", listed);
+  const std::string bytes = index.serialize();
+  CHECK(bytes.starts_with("hoist-content-index 2\n"));
+  auto parsed = ContentIndex::parse(bytes, "/v/index");
+  REQUIRE(parsed);
+  CHECK(parsed->find("usr/bin", "k3s")->source == read.source);
+  CHECK(parsed->find("usr/bin", "k3s")->stamp == read.stamp);
+  CHECK_FALSE(parsed->find("usr/bin", "ctr")->source.known());
+  CHECK(parsed->serialize() == bytes);
+
+  // The index an earlier hoist wrote (format 1) is read, with no payload file known: those are read again.
+  auto summed = [](const std::string& body) {
+    const Sha256Digest sum = digest_of(body);
+    return body + std::string(reinterpret_cast<const char*>(sum.data()), sum.size());
+  };
+  const Sha256Digest d = digest_of("x");
+  const std::string v1 = summed("hoist-content-index 1\n" + std::string("\x01\x00\x01\x04tool", 8) +
+                                std::string(reinterpret_cast<const char*>(d.data()), d.size()) +
+                                std::string("\x05\x02\x04\x03\x08\x05", 6));
+  auto old = ContentIndex::parse(v1, "/v/old");
+  REQUIRE(old);
+  const ContentIndex::Entry* tool = old->find("", "tool");
+  REQUIRE(tool != nullptr);
+  CHECK(tool->digest == d);
+  CHECK(tool->stamp == FileStamp{5, 1, 2, 3, 4, 5});
+  CHECK_FALSE(tool->source.known());
+}
+
+TEST_CASE("an index vouches for a payload file only while it is the inode its digest was read from", "[transfer]") {
+  ScopedTempDir tmp;
+  const auto installed = tmp / "installed/etc/conf";
+  const auto payload = tmp / "payload/etc/conf";
+  write_text(installed, "version=1.0.0\n");
+  write_text(payload, "version=1.0.0\n");
+  const struct stat payload_st = lstat_of(payload);
+  const struct timespec times[2] = {payload_st.st_atim, payload_st.st_mtim};
+  REQUIRE(::utimensat(AT_FDCWD, installed.c_str(), times, 0) == 0);
+  ContentIndex index;
+  index.add("etc", "conf",
+            {digest_of("version=1.0.0\n"), FileStamp::of(lstat_of(installed)), SourceStamp::of(payload_st)});
+
+  REQUIRE(index.vouch_source("etc", "conf", lstat_of(payload)) == digest_of("version=1.0.0\n"));
+  CHECK_FALSE(index.vouch_source("etc", "other", lstat_of(payload)));
+  // The installed file is not the payload file: its own stamp is not the source's.
+  CHECK_FALSE(index.vouch_source("etc", "conf", lstat_of(installed)));
+
+  SECTION("rewritten in place with its size and mtime put back: the ctime moved") {
+    ::usleep(20000);
+    write_text(payload, "version=2.0.0\n");
+    REQUIRE(::utimensat(AT_FDCWD, payload.c_str(), times, 0) == 0);
+    const struct stat after = lstat_of(payload);
+    REQUIRE(after.st_ino == payload_st.st_ino);
+    REQUIRE(after.st_size == payload_st.st_size);
+    REQUIRE(after.st_mtim.tv_nsec == payload_st.st_mtim.tv_nsec);
+    CHECK_FALSE(index.vouch_source("etc", "conf", after));
+  }
+  SECTION("replaced by a copy with the same size and mtime") {
+    write_text(tmp / "new", "version=2.0.0\n");
+    REQUIRE(::utimensat(AT_FDCWD, (tmp / "new").c_str(), times, 0) == 0);
+    REQUIRE(::rename((tmp / "new").c_str(), payload.c_str()) == 0);
+    CHECK_FALSE(index.vouch_source("etc", "conf", lstat_of(payload)));
+  }
+  SECTION("an entry with no payload file recorded vouches for none") {
+    ContentIndex listed;
+    listed.add("etc", "conf", {digest_of("version=1.0.0\n"), FileStamp::of(lstat_of(installed)), {}});
+    CHECK_FALSE(listed.vouch_source("etc", "conf", lstat_of(payload)));
+  }
 }
 
 TEST_CASE("an index vouches for a file only while its inode is the one indexed", "[transfer]") {
@@ -140,8 +216,8 @@ TEST_CASE("an indexed tree vouches for a file by its relative path, looked at un
 
 TEST_CASE("a damaged index is refused with its name and what is wrong", "[transfer]") {
   ContentIndex index;
-  index.add("bin", "tool", {digest_of("x"), FileStamp{1, 1, 1, 1, 1, 1}});
-  index.add("etc", "conf", {digest_of("y"), FileStamp{2, 2, 2, 2, 2, 2}});
+  index.add("bin", "tool", {digest_of("x"), FileStamp{1, 1, 1, 1, 1, 1}, {}});
+  index.add("etc", "conf", {digest_of("y"), FileStamp{2, 2, 2, 2, 2, 2}, {}});
   const std::string bytes = index.serialize();
 
   auto message = [](const std::string& damaged) {

@@ -62,7 +62,7 @@ class FileInstaller final : public LinkedVersionInstaller {
         throw Failure(system_message("stat " + in_quotes(staging.display(m_link_name)), errno));
       }
       ContentIndex produced;
-      produced.add("", m_link_name, {digest, FileStamp::of(*st)});
+      produced.add("", m_link_name, {digest, FileStamp::of(*st), {}});
       m_indexes.save(version, produced, &m_made);
     });
     staged(version);

@@ -49,6 +49,17 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 namespace {
 
+/// A payload file changed less than this long before a transfer began is read again by the next one: within a
+/// filesystem's timestamp granularity (a second, or two on FAT), a write after its reading could leave its ctime
+/// as it was.
+constexpr std::chrono::seconds k_source_settle{2};
+
+/// TransferOptions::source_stamps_before_ns for a transfer that starts now.
+int64_t source_stamps_before_ns() {
+  const auto now = std::chrono::system_clock::now() - k_source_settle;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+}
+
 // What --remount (every component) or a manifest's "remount" (that component) makes writable for the run.
 std::vector<std::string> remount_paths(const std::vector<Work>& works, const StateStore& store, Remount all) {
   std::vector<std::string> paths;
@@ -508,6 +519,7 @@ TransferOptions UpgradeRun::transfer_options(const Work& work, ProgressReporter*
   options.max_unpacked_bytes = m_options.max_unpacked_bytes;
   options.max_unpack_ratio = m_options.max_unpack_ratio;
   options.threads = m_options.threads;
+  options.source_stamps_before_ns = source_stamps_before_ns();
   if (progress != nullptr) {
     options.on_progress = [progress](const TransferStats& stats) { progress->update(stats); };
   }

@@ -130,7 +130,7 @@ class ArchiveStager {
       if (!digest) {
         continue;  // not a regular file
       }
-      const ContentIndex::Entry entry{*digest, stamp_of(dir, name.c_str(), display)};
+      const ContentIndex::Entry entry{*digest, stamp_of(dir, name.c_str(), display), {}};
       m_produced.add(parent, name, entry);
       for (const std::string& member : group.names) {
         const auto [member_parent, member_name] = split_parent(member);
@@ -301,7 +301,7 @@ class ArchiveStager {
     // link_dest's copy, as the comparison has read the entry's data (equal_prefix is then the whole file).
     if (outcome == Outcome::unchanged && m_target.link_unchanged(compare_dir, target_dir, name, path, existing.st)) {
       // The link moved the inode's ctime: its stamp is taken now, after it.
-      m_produced.add(parent, name, {*digest, stamp_of(target_dir, name.c_str(), m_target.staging_display(path))});
+      m_produced.add(parent, name, {*digest, stamp_of(target_dir, name.c_str(), m_target.staging_display(path)), {}});
       m_index.add(path, state);
       return;
     }
@@ -353,7 +353,7 @@ class ArchiveStager {
     if (::fstat(fd, &st) != 0) {
       throw Failure(system_message("stat " + in_quotes(display), errno));
     }
-    m_produced.add(parent, name, {*digest, FileStamp::of(st)});
+    m_produced.add(parent, name, {*digest, FileStamp::of(st), {}});
   }
 
   /// The whole data of the current entry, holes as zeros: a small one, `size` as the header declares it.

@@ -13,9 +13,12 @@ namespace hoist {
 namespace {
 
 // The file: k_magic, then per directory (sorted): its path, its entry count, and per entry (sorted by name): the
-// name, the digest and the stamp; then the SHA-256 of all that. Numbers are LEB128 varints, signed ones
-// zigzagged first; strings are a varint length and the bytes.
-constexpr std::string_view k_magic = "hoist-content-index 1\n";
+// name, the digest, the stamp and the source stamp (its inode first, 0 when none is known, and then nothing
+// else of it); then the SHA-256 of all that. Numbers are LEB128 varints, signed ones zigzagged first; strings
+// are a varint length and the bytes. k_magic_v1 files, which an earlier hoist wrote, have no source stamps.
+constexpr std::string_view k_magic = "hoist-content-index 2\n";
+constexpr std::string_view k_magic_v1 = "hoist-content-index 1\n";
+static_assert(k_magic.size() == k_magic_v1.size());
 constexpr std::size_t k_digest_size = std::tuple_size_v<Sha256Digest>;
 
 void put_varint(std::string& out, uint64_t value) {
@@ -132,6 +135,11 @@ Sha256Digest digest_of(std::string_view bytes) {
 
 }  // namespace
 
+SourceStamp SourceStamp::of(const struct stat& st) {
+  return SourceStamp{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                     static_cast<int64_t>(st.st_ctim.tv_sec), static_cast<uint32_t>(st.st_ctim.tv_nsec)};
+}
+
 FileStamp FileStamp::of(const struct stat& st) {
   return FileStamp{static_cast<uint64_t>(st.st_ino),        static_cast<int64_t>(st.st_size),
                    static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<uint32_t>(st.st_mtim.tv_nsec),
@@ -224,6 +232,18 @@ std::optional<Sha256Digest> ContentIndex::vouch(std::string_view dir, std::strin
   return entry->digest;
 }
 
+std::optional<Sha256Digest> ContentIndex::vouch_source(std::string_view dir, std::string_view name,
+                                                       const struct stat& source_st) const {
+  const Entry* entry = find(dir, name);
+  if (entry == nullptr || !entry->source.known() || !S_ISREG(source_st.st_mode) ||
+      entry->source != SourceStamp::of(source_st) || entry->stamp.size != source_st.st_size ||
+      entry->stamp.mtime_sec != source_st.st_mtim.tv_sec ||
+      entry->stamp.mtime_nsec != static_cast<uint32_t>(source_st.st_mtim.tv_nsec)) {
+    return std::nullopt;
+  }
+  return entry->digest;
+}
+
 std::optional<Sha256Digest> IndexedTree::vouch(std::string_view relpath) const {
   const std::size_t slash = relpath.rfind('/');
   const std::string_view parent = slash == std::string_view::npos ? std::string_view() : relpath.substr(0, slash);
@@ -270,6 +290,12 @@ std::string ContentIndex::serialize() const {
       put_varint(out, entry.stamp.mtime_nsec);
       put_signed(out, entry.stamp.ctime_sec);
       put_varint(out, entry.stamp.ctime_nsec);
+      put_varint(out, entry.source.ino);
+      if (entry.source.known()) {
+        put_varint(out, entry.source.dev);
+        put_signed(out, entry.source.ctime_sec);
+        put_varint(out, entry.source.ctime_nsec);
+      }
     }
   }
   const Sha256Digest sum = digest_of(out);
@@ -281,7 +307,8 @@ Expected<ContentIndex> ContentIndex::parse(std::string_view bytes, std::string_v
   auto damaged = [&](std::string_view why) {
     return SysError{"content index " + in_quotes(display) + " is damaged: " + std::string(why), 0};
   };
-  if (!bytes.starts_with(k_magic)) {
+  const bool with_sources = bytes.starts_with(k_magic);
+  if (!with_sources && !bytes.starts_with(k_magic_v1)) {
     return damaged("it does not start as a content index of this hoist does");
   }
   if (bytes.size() < k_magic.size() + k_digest_size) {
@@ -320,6 +347,14 @@ Expected<ContentIndex> ContentIndex::parse(std::string_view bytes, std::string_v
       entry.stamp.mtime_nsec = static_cast<uint32_t>(reader.varint());
       entry.stamp.ctime_sec = reader.signed_varint();
       entry.stamp.ctime_nsec = static_cast<uint32_t>(reader.varint());
+      if (with_sources) {
+        entry.source.ino = reader.varint();
+        if (entry.source.known()) {
+          entry.source.dev = reader.varint();
+          entry.source.ctime_sec = reader.signed_varint();
+          entry.source.ctime_nsec = static_cast<uint32_t>(reader.varint());
+        }
+      }
       section.records.push_back(
           Record{static_cast<uint32_t>(section.names.size()), static_cast<uint32_t>(name.size()), entry});
       section.names += name;

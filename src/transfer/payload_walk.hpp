@@ -40,12 +40,12 @@ DirMeta read_dir_meta(int fd, std::string_view display, dev_t* dev = nullptr);
 /// Hands the entries of the payload directory `source_dir` (`display` in
 /// errors) to `visit(name, st, seen)` in their order, each with its lstat: the
 /// one the read-ahead took (`seen`, else nullptr) where it took one. The
-/// read-ahead reads what `reading` says the walk will read. False when
-/// `pool` was cancelled before the last entry.
+/// read-ahead reads what `reading` says the walk will read, but for the files
+/// `recorded` holds. False when `pool` was cancelled before the last entry.
 template <typename Visit>
 bool walk_entries(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, std::string_view display,
-                  Reading reading, const WorkPool& pool, Visit&& visit) {
-  ReadAhead ahead(source_dir, skip_dir, entries, reading);
+                  Reading reading, RecordedSources recorded, const WorkPool& pool, Visit&& visit) {
+  ReadAhead ahead(source_dir, skip_dir, entries, reading, recorded);
   for (size_t i = 0; i < entries.size(); ++i) {
     if (pool.cancelled()) {
       return false;

@@ -11,8 +11,13 @@
 
 namespace hoist::transfer {
 
-ReadAhead::ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading)
-    : m_source(source_dir), m_skip(skip_dir), m_entries(entries), m_reading(reading) {}
+const ContentIndex* recorded_sources(const TransferOptions& options) {
+  return options.payload_digests == nullptr && options.compare != Compare::checksum ? options.known : nullptr;
+}
+
+ReadAhead::ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading,
+                     RecordedSources recorded)
+    : m_source(source_dir), m_skip(skip_dir), m_entries(entries), m_reading(reading), m_recorded(recorded) {}
 
 void ReadAhead::before(size_t index) {
   if (m_reading == Reading::none) {
@@ -75,6 +80,9 @@ void ReadAhead::look(Slot& slot) const {
   if (m_reading == Reading::not_same && seen.skip == Seen::Skip::present && S_ISREG(old.st_mode) &&
       old.st_size == st.st_size && old.st_mtim.tv_sec == st.st_mtim.tv_sec &&
       old.st_mtim.tv_nsec == st.st_mtim.tv_nsec) {
+    return;
+  }
+  if (m_recorded.index != nullptr && m_recorded.index->vouch_source(m_recorded.dir, entry.name, st)) {
     return;
   }
   // O_NONBLOCK: should the entry turn into a fifo after the stat, the open does not wait for a writer.

@@ -17,10 +17,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string_view>
 #include <vector>
 
 #include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/transfer.hpp"
 
 namespace hoist::transfer {
@@ -33,6 +35,18 @@ enum class Reading {
   /// the payload's digest from SHA256SUMS and the old file's from its content index, and reads neither
   not_same,
 };
+
+/// The payload files of one directory (`dir`, relative to the payload) that `index` recorded as read before and
+/// that are unchanged since (ContentIndex::vouch_source()): the walk does not read them again. No index: none.
+struct RecordedSources {
+  const ContentIndex* index = nullptr;
+  std::string_view dir;
+};
+
+/// The index whose recorded payload files a transfer with `options` takes as read (compare_node() asks it when
+/// the payload's digest is not listed): `options.known`, unless SHA256SUMS list the digests or Compare::checksum
+/// reads everything.
+[[nodiscard]] const ContentIndex* recorded_sources(const TransferOptions& options);
 
 class ReadAhead {
  public:
@@ -54,7 +68,9 @@ class ReadAhead {
   /// `entries` are the names of `source_dir` in the order the walk takes them;
   /// `skip_dir` (-1: none) is the tree the walk compares with, whose lstats it
   /// hands on too. Which files are read ahead is `reading`'s.
-  ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading);
+  /// Files `recorded` holds are not read ahead.
+  ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading,
+            RecordedSources recorded = {});
 
   /// Call before the walk handles entries[index]: starts the reads of the next files.
   void before(size_t index);
@@ -81,6 +97,7 @@ class ReadAhead {
   int m_skip;
   const std::vector<DirEntry>& m_entries;
   Reading m_reading;
+  RecordedSources m_recorded;
   size_t m_next = 0;
   uint64_t m_bytes = 0;      ///< read ahead of the walk and not handled yet
   std::deque<Slot> m_slots;  ///< entries [m_slots.front().index, m_next), each looked at

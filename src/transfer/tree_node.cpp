@@ -41,6 +41,7 @@ SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::
   SourceNode node;
   node.meta = NodeMeta::from_stat(st);
   node.dev = st.st_dev;
+  node.st = st;
   switch (node.meta.type()) {
     case S_IFREG:
       // Opened now only when its xattrs are cheaper to read open; else when its data is read.
@@ -109,15 +110,15 @@ std::optional<Sha256Digest> listed_digest(const TransferOptions& options, const 
 Compared compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, EntryPath at,
                       const TransferOptions& options, std::string_view source_display, std::string_view display) {
   if (!existing.present) {
-    return {Outcome::added, {}};
+    return {Outcome::added, {}, {}};
   }
   if (!same_attributes(source.meta, NodeMeta::from_stat(existing.st))) {
-    return {Outcome::changed, {}};
+    return {Outcome::changed, {}, {}};
   }
   const std::string name(at.name);
   const mode_t type = source.meta.type();
   if (type == S_IFLNK && read_symlink(dirfd, name.c_str(), display).value() != source.symlink) {
-    return {Outcome::changed, {}};
+    return {Outcome::changed, {}, {}};
   }
   // Equal size and mtime say nothing of the bytes (one mtime for every file of a reproducible image): the
   // index vouches for them while the inode is the one it took them of, else they are read.
@@ -131,19 +132,38 @@ Compared compare_node(SourceNode& source, const ExistingNode& existing, int dirf
     fd = open_existing(dirfd, name.c_str(), type, display);
   }
   if (!same_xattrs(source.xattrs, read_xattrs(NodeRef{dirfd, name.c_str(), fd.get()}, display).value())) {
-    return {Outcome::changed, {}};
+    return {Outcome::changed, {}, {}};
   }
   if (type != S_IFREG) {
-    return {Outcome::unchanged, {}};
+    return {Outcome::unchanged, {}, {}};
   }
   std::optional<Sha256Digest> ours = listed_digest(options, at.relpath());
+  SourceStamp source_stamp;
   if (!ours) {
-    ours = sha256_of_file(open_source(source, source_display), source_display).value();
+    // A payload file read before, unchanged since (the same inode and ctime), holds the bytes it held then.
+    if (options.known != nullptr && options.compare != Compare::checksum) {
+      ours = options.known->vouch_source(at.dir, at.name, source.st);
+    }
+    if (!ours) {
+      ours = sha256_of_file(open_source(source, source_display), source_display).value();
+    }
+    source_stamp = recordable_source(source, options);
   }
   if (!theirs) {
     theirs = sha256_of_file(fd.get(), display).value();
   }
-  return {*ours == *theirs ? Outcome::unchanged : Outcome::changed, ours};
+  return {*ours == *theirs ? Outcome::unchanged : Outcome::changed, ours, source_stamp};
+}
+
+SourceStamp recordable_source(const SourceNode& source, const TransferOptions& options) {
+  const struct timespec& ctime = source.st.st_ctim;
+  constexpr int64_t k_ns = 1'000'000'000;
+  if (!S_ISREG(source.st.st_mode) || options.source_stamps_before_ns <= 0 || ctime.tv_sec < 0 ||
+      ctime.tv_sec > options.source_stamps_before_ns / k_ns ||
+      ctime.tv_sec * k_ns + ctime.tv_nsec >= options.source_stamps_before_ns) {
+    return {};
+  }
+  return SourceStamp::of(source.st);
 }
 
 FileStamp stamp_of(int dirfd, const char* name, std::string_view display) {

@@ -29,6 +29,7 @@ struct SourceNode {
   NodeMeta meta;
   Xattrs xattrs;
   dev_t dev = 0;        ///< the payload filesystem, for DataCopier
+  struct stat st {};    ///< the lstat it was read from
   Fd fd;                ///< regular files: open for reading, once open_source() opened it
   std::string symlink;  ///< symlinks: the target
   int dirfd = -1;       ///< regular files: where open_source() opens it (non-owning)
@@ -70,20 +71,28 @@ struct Compared {
   /// A regular file's SHA-256, when the comparison learned it (from the payload's SHA256SUMS or by reading it):
   /// the digest of the bytes `existing` holds too when the outcome is unchanged.
   std::optional<Sha256Digest> digest;
+  /// The payload file's stamp to record beside `digest` (recordable_source()): known when the digest was read from
+  /// it or vouched for by its stamp, not when the payload's SHA256SUMS listed it.
+  SourceStamp source;
 };
 
 /// Whether `existing` (entry `at.name` of `dirfd`) already is `source`: the same type, attributes (size, mtime,
 /// mode, owner) and xattrs, the same target for symlinks, and for regular files the same bytes. The bytes are
 /// compared by SHA-256: the payload's digest is what `options.payload_digests` lists (the verified SHA256SUMS),
-/// else it is read; the existing file's is what `options.known` vouches for (its content index, while the inode
-/// is still the one indexed), else it is read. Compare::checksum reads both. Size and mtime never vouch for
-/// content. Directories compare by metadata only.
+/// else what `options.known` recorded of the payload file while it is the inode it was read from (its source
+/// stamp), else it is read; the existing file's is what `options.known` vouches for (its content index, while
+/// the inode is still the one indexed), else it is read. Compare::checksum reads both. Size and mtime never
+/// vouch for content. Directories compare by metadata only.
 Compared compare_node(SourceNode& source, const ExistingNode& existing, int dirfd, EntryPath at,
                       const TransferOptions& options, std::string_view source_display, std::string_view display);
 
 /// The payload's digest of regular file `relpath`, as `options.payload_digests` lists it; nullopt without them,
 /// with Compare::checksum, or when the name is not listed.
 std::optional<Sha256Digest> listed_digest(const TransferOptions& options, const std::string& relpath);
+
+/// `source`'s stamp when `options.source_stamps_before_ns` lets it be recorded beside the digest of its bytes
+/// (its ctime lies before that time), else an unknown one.
+SourceStamp recordable_source(const SourceNode& source, const TransferOptions& options);
 
 /// Who owns an inode that write_node() creates.
 enum class NewOwner {

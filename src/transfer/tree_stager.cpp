@@ -132,10 +132,12 @@ class DirectoryStager : PayloadWalk {
     auto entries = read_directory(fds.source, display).value();
     sort_by_inode(entries);
     const Reading reading = payload_reading(m_dry, m_copier, m_source_dev, m_target.staging_dev(), m_options);
-    const bool walked = walk_entries(fds.source, fds.compare, entries, display, reading, m_pool,
-                                     [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
-                                       stage_walked(node, name, st, seen);
-                                     });
+    const bool walked =
+        walk_entries(fds.source, fds.compare, entries, display, reading,
+                     RecordedSources{fds.compare >= 0 ? recorded_sources(m_options) : nullptr, fds.relpath}, m_pool,
+                     [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
+                       stage_walked(node, name, st, seen);
+                     });
     if (walked && fds.compare >= 0) {
       count_removed(fds, entries);
     }
@@ -190,8 +192,9 @@ class DirectoryStager : PayloadWalk {
     if (outcome == Outcome::unchanged && regular &&
         m_target.link_unchanged(fds.compare, fds.target, name, relpath, existing.st)) {
       // The link moved the inode's ctime: its stamp is taken now, after it.
-      m_produced.add(fds.relpath, name,
-                     {*compared.digest, stamp_of(fds.target, name.c_str(), m_target.staging_display(relpath))});
+      m_produced.add(
+          fds.relpath, name,
+          {*compared.digest, stamp_of(fds.target, name.c_str(), m_target.staging_display(relpath)), compared.source});
       m_counters.count(outcome, bytes);
       return outcome;
     }
@@ -206,6 +209,7 @@ class DirectoryStager : PayloadWalk {
         write_node(source, m_target.write_target(fds.target, name.c_str()), m_copier, source_display,
                    m_target.staging_display(relpath), progress, regular ? &entry : nullptr);
     if (regular) {
+      entry.source = recordable_source(source, m_options);
       m_produced.add(fds.relpath, name, entry);
     }
     m_counters.count_written(written);
@@ -299,7 +303,8 @@ class DirectoryStager : PayloadWalk {
     }
     const ContentIndex::Entry entry{
         lead_entry->digest,
-        stamp_of(lead_dir, lead.name.c_str(), m_target.staging_display(join_path(lead.parent, lead.name)))};
+        stamp_of(lead_dir, lead.name.c_str(), m_target.staging_display(join_path(lead.parent, lead.name))),
+        lead_entry->source};
     for (size_t i = first; i < end; ++i) {
       m_produced.add(m_links[i].parent, m_links[i].name, entry);
     }

@@ -164,7 +164,8 @@ class TreeSyncer : PayloadWalk {
       find_extras(fds, names);
     }
     const Reading reading = payload_reading(m_dry, m_copier, m_source_dev, m_dest_dev, m_options);
-    walk_entries(fds.source, fds.fresh ? -1 : fds.dest, entries, display, reading, m_pool,
+    walk_entries(fds.source, fds.fresh ? -1 : fds.dest, entries, display, reading,
+                 RecordedSources{fds.fresh ? nullptr : recorded_sources(m_options), fds.relpath}, m_pool,
                  [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
                    sync_walked(node, name, st, seen);
                  });
@@ -271,7 +272,7 @@ class TreeSyncer : PayloadWalk {
     if (outcome == Outcome::unchanged || m_dry) {
       if (!m_dry && regular) {
         // Stamped as it was before its bytes were read: a write by the host since moved its ctime.
-        m_produced.add(fds.relpath, name, {*compared.digest, FileStamp::of(existing.st)});
+        m_produced.add(fds.relpath, name, {*compared.digest, FileStamp::of(existing.st), compared.source});
       }
       m_counters.count(outcome, bytes);
       return outcome;
@@ -293,6 +294,7 @@ class TreeSyncer : PayloadWalk {
     m_counters.count_written(written);
     install(fds, name, temp, existing, relpath);
     if (regular) {
+      entry.source = recordable_source(source, m_options);
       index_installed(fds.dest, fds.relpath, name, entry);
     }
     m_counters.count(outcome, bytes, reported);
@@ -418,7 +420,8 @@ class TreeSyncer : PayloadWalk {
       return;  // not a regular file, or the host replaced it
     }
     const ContentIndex::Entry entry{
-        lead_entry->digest, stamp_of(lead_dir, lead.name.c_str(), dest_display(join_path(lead.parent, lead.name)))};
+        lead_entry->digest, stamp_of(lead_dir, lead.name.c_str(), dest_display(join_path(lead.parent, lead.name))),
+        lead_entry->source};
     for (size_t i = first; i < end; ++i) {
       const LinkMember& member = m_links[i];
       const int dir = dests.open_if_present(member.parent).value();

@@ -96,7 +96,7 @@ void WriteBehind::finish(File& file, std::string_view data) {
       .value();
   thread_local Sha256 sha;
   sha.update(std::as_bytes(std::span(data.data(), data.size())));
-  ContentIndex::Entry entry{sha.final_digest(), {}};
+  ContentIndex::Entry entry{sha.final_digest(), {}, {}};
   struct stat st {};
   if (::fstat(file.fd.get(), &st) != 0) {
     throw Failure(system_message("stat " + in_quotes(m_display(file.path)), errno));

@@ -1,8 +1,9 @@
 #pragma once
 
 // The content index of an installed tree (ARCHITECTURE.md, "Content identity"): for each regular file, the
-// SHA-256 of its bytes and the stamp of the inode they were taken of. It lets the next transfer find a file
-// unchanged without reading it, and never by its size and mtime alone.
+// SHA-256 of its bytes, the stamp of the inode they were taken of and, when they were read from a payload file,
+// that file's stamp. It lets the next transfer find a file unchanged without reading it, and never by its size
+// and mtime alone.
 
 #include <sys/stat.h>
 
@@ -37,6 +38,20 @@ struct FileStamp {
   bool operator==(const FileStamp&) const = default;
 };
 
+/// The payload file whose bytes an entry's digest was read from: its filesystem, inode and ctime when it was
+/// read (its size and mtime are the entry's own: an entry is made only of a file equal to the payload's in
+/// both). While the payload file is that inode with that ctime, it still holds those bytes. ino 0: none known.
+struct SourceStamp {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  int64_t ctime_sec = 0;
+  uint32_t ctime_nsec = 0;
+
+  static SourceStamp of(const struct stat& st);
+  [[nodiscard]] bool known() const { return ino != 0; }
+  bool operator==(const SourceStamp&) const = default;
+};
+
 /// Path → SHA-256 and stamp, for the regular files of one tree. Built by a transfer (add(), from any thread),
 /// written by serialize(), read back by parse(); looked up by directory and name, the way a walk meets files.
 class ContentIndex {
@@ -44,6 +59,7 @@ class ContentIndex {
   struct Entry {
     Sha256Digest digest{};
     FileStamp stamp;
+    SourceStamp source;  ///< the payload file the digest was read from, if known
   };
 
   ContentIndex() = default;
@@ -75,6 +91,11 @@ class ContentIndex {
   /// the same inode number, size, mtime and ctime. nullopt when there is no entry or the file changed since.
   [[nodiscard]] std::optional<Sha256Digest> vouch(std::string_view dir, std::string_view name,
                                                   const struct stat& st) const;
+
+  /// The digest of `name` in `dir` when its entry was read from the payload file that `source_st` (an lstat of it
+  /// now) describes, unchanged since: the same filesystem, inode, ctime, size and mtime. nullopt otherwise.
+  [[nodiscard]] std::optional<Sha256Digest> vouch_source(std::string_view dir, std::string_view name,
+                                                         const struct stat& source_st) const;
 
   /// The number of entries.
   [[nodiscard]] std::size_t size() const;

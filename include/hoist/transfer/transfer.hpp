@@ -60,6 +60,12 @@ struct TransferOptions {
   /// File and archive payloads: the SHA-256 that the verified SHA256SUMS lists for the payload file itself, or
   /// nullptr: then it is read to compare it (the file kind's installers; an archive's entries are always read).
   const Sha256Digest* payload_file_digest = nullptr;
+  /// Directory payloads: a payload file whose ctime is before this wall-clock time (ns since the epoch) gets its
+  /// stamp recorded beside the digest read from it (ContentIndex::Entry::source), and a payload file that `known`
+  /// recorded so and that is unchanged since is not read again. 0 records none. It must lie before the transfer's
+  /// start by more than the filesystems' timestamp granularity: a file written again within the tick of its last
+  /// change could keep its ctime, and one whose ctime is that much older than its reading cannot.
+  int64_t source_stamps_before_ns = 0;
   /// When given, gets the content index of what the transfer left: every regular file of the staged tree (or of
   /// the synced destination), the SHA-256 of its bytes and its stamp.
   ContentIndex* produced = nullptr;
