@@ -211,6 +211,23 @@ LOG_LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: "
     (["upgrade", "--health-settle", "1.5"],
      "--health-settle: expects a whole number of 0 or more, not '1.5'; usage: hoist upgrade [OPTIONS]; 'hoist help "
      "upgrade' shows the options"),
+    # The bound of the option's type, not CLI11's `Could not convert: --keep = 5000000000`.
+    (["upgrade", "--keep", "5000000000"],
+     "--keep: expects a whole number from 1 to 4294967295, not '5000000000'; usage: hoist upgrade [OPTIONS]; 'hoist "
+     "help upgrade' shows the options"),
+    (["rollback", "--datastore-timeout", "99999999999999999999999"],
+     "--datastore-timeout: expects a whole number from 1 to 4294967295, not '99999999999999999999999'; usage: hoist "
+     "rollback [OPTIONS]; 'hoist help rollback' shows the options"),
+    # Before the command's name only hoist's own options are taken.
+    (["--bogus", "status"],
+     "status: unknown option '--bogus' before the command; usage: hoist status [OPTIONS]; 'hoist help status' shows "
+     "the options"),
+    (["--keep", "3", "upgrade"],
+     "upgrade: unknown option '--keep' before the command (an option of 'upgrade': give it after the command); "
+     "usage: hoist upgrade [OPTIONS]; 'hoist help upgrade' shows the options"),
+    (["--lgo-format", "json", "status"],
+     "status: unknown option '--lgo-format' before the command (did you mean '--log-format'?); usage: hoist status "
+     "[OPTIONS]; 'hoist help status' shows the options"),
     (["upgrade", "--component"],
      "--component: expects a value, and none was given; usage: hoist upgrade [OPTIONS]; 'hoist help upgrade' shows "
      "the options"),

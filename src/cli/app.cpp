@@ -191,13 +191,20 @@ std::string describe_extras(const CLI::App& sub, int argc, char** argv) {
     if (!operands && word.size() > 1 && word.front() == '-') {
       const std::string name = word.substr(0, word.find('='));
       const bool assigned = word.find('=') != std::string::npos;
-      if (const CLI::Option* option = find_option(sub, name); option != nullptr) {
+      const CLI::Option* option = find_option(named ? sub : *sub.get_parent(), name);
+      if (option != nullptr) {
         skip_value = !assigned && option->get_items_expected_max() != 0;
         continue;
       }
-      const std::string close = closest_option(sub, name);
+      // Before the command's name only hoist's own options are taken (`hoist --log-format json status`).
+      std::string hint;
+      if (!named && find_option(sub, name) != nullptr) {
+        hint = " (an option of '" + sub.get_name() + "': give it after the command)";
+      } else if (const std::string close = closest_option(named ? sub : *sub.get_parent(), name); !close.empty()) {
+        hint = " (did you mean '" + close + "'?)";
+      }
       unknown += std::string(unknown.empty() ? "" : "; ") + "unknown option '" + escaped(name) + "'" +
-                 (close.empty() ? "" : " (did you mean '" + close + "'?)");
+                 (named ? "" : " before the command") + hint;
       skip_value = !assigned;  // its value, if one follows, is not named again
       continue;
     }

@@ -261,23 +261,26 @@ const CLI::Option* find_option(const CLI::App& app, const std::string& name) {
   return nullptr;
 }
 
-CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
-  const bool bounded = max != std::numeric_limits<std::uint64_t>::max();
-  const std::string range =
-      bounded ? "from " + std::to_string(min) + " to " + std::to_string(max) : "of " + std::to_string(min) + " or more";
-  auto check = [min, max, range](const std::string& value) -> std::string {
+CLI::Validator whole_number_in(std::uint64_t min, std::uint64_t max, RangeInHelp shown) {
+  const std::string bounded = "from " + std::to_string(min) + " to " + std::to_string(max);
+  const std::string open = "of " + std::to_string(min) + " or more";
+  auto check = [min, max, shown, bounded, open](const std::string& value) -> std::string {
     std::uint64_t number = 0;
     const char* end = value.data() + value.size();
     const auto [at, error] = std::from_chars(value.data(), end, number);
     const bool digits =
         !value.empty() && std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
     if (!digits || at != end || error != std::errc() || number < min || number > max) {
-      return "expects a whole number " + range + ", not '" + value + "'";
+      // Past the type's bound, that bound is what the value missed.
+      const bool too_big = digits && (error == std::errc::result_out_of_range || number > max);
+      return "expects a whole number " + (shown == RangeInHelp::yes || too_big ? bounded : open) + ", not '" + value +
+             "'";
     }
     return {};
   };
   // The description CLI11 gives its own Range: what the help reads the bounds from (value_name()).
-  return {check, bounded ? "UINT in [" + std::to_string(min) + " - " + std::to_string(max) + "]" : "", "whole number"};
+  return {check, shown == RangeInHelp::yes ? "UINT in [" + std::to_string(min) + " - " + std::to_string(max) + "]" : "",
+          "whole number"};
 }
 
 CLI::Validator number_of_seconds(Zero zero) {

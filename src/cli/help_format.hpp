@@ -68,8 +68,19 @@ const CLI::Option* find_option(const CLI::App& app, const std::string& name);
 /// Checks of a number in hoist's words (`--keep: expects a whole number of 1 or more, not '0'`), in place of CLI11's
 /// own, which print their bounds as doubles (`Value 0 not in range 0.000000 to 1797...`, 309 digits) and leave a
 /// value that is not a whole number to a conversion error (`Could not convert: --health-settle = 1.5`).
-/// whole_number(): digits only, within [min, max]; a bounded one shows its range in the help (`N (1-64)`).
-CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::numeric_limits<std::uint64_t>::max());
+/// whole_number_in(): digits only, within [min, max]; with RangeInHelp::yes the help shows the range (`N (1-64)`).
+enum class RangeInHelp { no, yes };
+CLI::Validator whole_number_in(std::uint64_t min, std::uint64_t max, RangeInHelp shown);
+/// A whole number from `min` to `max`, shown in the help.
+inline CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
+  return whole_number_in(min, max, RangeInHelp::yes);
+}
+/// A whole number of `min` or more that the option's type `T` holds: a larger one is refused with T's bound
+/// (`--keep: expects a whole number from 1 to 4294967295, not '5000000000'`), not left to CLI11's conversion.
+template <typename T>
+CLI::Validator whole_number(std::uint64_t min) {
+  return whole_number_in(min, std::numeric_limits<T>::max(), RangeInHelp::no);
+}
 /// A decimal number (`0.5`, `30`) above 0, or of 0 or more with Zero::allowed: seconds to wait.
 enum class Zero { allowed, refused };
 CLI::Validator number_of_seconds(Zero zero);

@@ -24,7 +24,7 @@ class RollbackCommand final : public Command {
                   "a k3s or RKE2 server: first put back the datastore snapshot an upgrade from that version took "
                   "(docs/datastore.md)");
     sub->add_option("--datastore-timeout", m_datastore_timeout, "seconds a restore may take")
-        ->check(whole_number(1))
+        ->check(whole_number<unsigned>(1))
         ->capture_default_str();
     m_host.add_to(*sub);
     sub->footer(std::string(k_footer) + "\n" + k_exit_status_help + "\n" + k_environment_help);

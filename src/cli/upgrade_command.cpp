@@ -127,7 +127,7 @@ class UpgradeCommand final : public Command {
         ->add_option("--keep", m_spec.keep,
                      "versions kept on the host that are not quarantined (quarantined ones go first; never the "
                      "current, the previous or the one the last rollback landed on)")
-        ->check(whole_number(1))
+        ->check(whole_number<unsigned>(1))
         ->default_str(std::to_string(k_default_keep));
     m_app->add_flag("--checksum", m_checksum,
                     "read both sides of every comparison in full, trusting neither the content index nor SHA256SUMS "
@@ -151,13 +151,13 @@ class UpgradeCommand final : public Command {
     m_app
         ->add_option("--max-unpacked-bytes", m_max_unpacked_bytes,
                      "refuse an archive payload that unpacks to more than this many bytes (0: no limit)")
-        ->check(whole_number(0))
+        ->check(whole_number<uint64_t>(0))
         ->default_str("0");
     m_app
         ->add_option("--max-unpack-ratio", m_max_unpack_ratio,
                      "refuse an archive payload that unpacks to more than this multiple of its size, once past "
                      "16 MiB (a decompression bomb; 0: no limit)")
-        ->check(whole_number(0))
+        ->check(whole_number<uint64_t>(0))
         ->default_str(std::to_string(k_default_unpack_ratio));
     m_app->add_option("--threads", m_threads, "the transfer's worker threads (default: twice the cores, at most 16)")
         ->check(whole_number(1, 64));
@@ -172,14 +172,14 @@ class UpgradeCommand final : public Command {
                       "after the switch and its restarts (or the reboot) this must pass, or hoist switches back: "
                       "unit:NAME, exec:PATH [ARGS...], http:URL (loopback), node-ready (repeatable)");
     m_app->add_option("--health-settle", m_health_settle, "seconds a checked unit must stay up without restarting")
-        ->check(whole_number(0))
+        ->check(whole_number<unsigned>(0))
         ->default_str(std::to_string(k_default_health_settle.count()));
     m_app->add_option("--health-timeout", m_health_timeout, "seconds the checks may take to pass, in all")
-        ->check(whole_number(1))
+        ->check(whole_number<unsigned>(1))
         ->default_str(std::to_string(k_default_health_timeout.count()));
     add_datastore_options();
     m_app->add_option("--datastore-timeout", m_datastore_timeout, "seconds a snapshot or a restore may take, each")
-        ->check(whole_number(1))
+        ->check(whole_number<unsigned>(1))
         ->capture_default_str();
     m_app->footer(std::string(k_upgrade_examples) + "\n" + k_exit_status_help + "\n" + k_environment_help);
     return m_app;
