@@ -218,6 +218,17 @@ LOG_LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: "
     (["rollback", "--datastore-timeout", "99999999999999999999999"],
      "--datastore-timeout: expects a whole number from 1 to 4294967295, not '99999999999999999999999'; usage: hoist "
      "rollback [OPTIONS]; 'hoist help rollback' shows the options"),
+    # A word from a list, not CLI11's `sometimes not in {never,if-needed,always,delegate}` or
+    # `Check xml value in {json->1,text->0} OR {1,0} FAILED`.
+    (["upgrade", "--reboot", "sometimes"],
+     "--reboot: expects never, if-needed, always or delegate, not 'sometimes'; usage: hoist upgrade [OPTIONS]; "
+     "'hoist help upgrade' shows the options"),
+    (["upgrade", "--datastore-snapshot", "tak"],
+     "--datastore-snapshot: expects take or skip, not 'tak' (did you mean 'take'?); usage: hoist upgrade [OPTIONS]; "
+     "'hoist help upgrade' shows the options"),
+    (["--log-format", "xml", "status"],
+     "--log-format: expects text or json, not 'xml'; usage: hoist status [OPTIONS]; 'hoist help status' shows the "
+     "options"),
     # Before the command's name only hoist's own options are taken.
     (["--bogus", "status"],
      "status: unknown option '--bogus' before the command; usage: hoist status [OPTIONS]; 'hoist help status' shows "

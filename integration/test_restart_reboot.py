@@ -179,7 +179,7 @@ def test_dbus_system_bus_address_overrides_the_socket(host_root, payloads, syste
 def test_invalid_unit_names_and_policies_are_usage_errors(host_root, payloads):
     v1, _ = payloads
     assert "invalid unit name '../x'" in upgrade(host_root, *args(v1, "1.0.0", "--restart", "../x"), check=2).stderr
-    assert "--reboot: sometimes not in {never,if-needed,always,delegate}" in \
+    assert "--reboot: expects never, if-needed, always or delegate, not 'sometimes'" in \
         upgrade(host_root, *args(v1, "1.0.0", "--reboot", "sometimes"), check=2).stderr
 
 

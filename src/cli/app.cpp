@@ -53,9 +53,22 @@ void add_global_options(CLI::App& app, GlobalOptions& options, LogOptions& log) 
   app.add_option("--lock-timeout", options.lock_timeout_seconds, "seconds to wait for the lock")
       ->check(number_of_seconds(Zero::allowed))
       ->capture_default_str();
-  const std::map<std::string, LogFormat> formats{{"text", LogFormat::text}, {"json", LogFormat::json}};
+  // The word (in any case) checked in hoist's words, then turned into the enum's number for CLI11 to store.
+  const CLI::Validator format_word = one_of({"text", "json"});
   app.add_option("--log-format", log.format, "text for people, json for log collectors")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+      ->transform(CLI::Validator(
+          [format_word](std::string& value) {
+            std::string lower = value;
+            std::transform(lower.begin(), lower.end(), lower.begin(),
+                           [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+            std::string error = format_word(lower);
+            value = lower;
+            if (error.empty()) {
+              value = std::to_string(static_cast<int>(value == "json" ? LogFormat::json : LogFormat::text));
+            }
+            return error;
+          },
+          "", "log format"))
       ->option_text("text|json (default: text)");
   app.add_option("--metrics-file", options.metrics_file,
                  "after upgrade and rollback, write the node's metrics in Prometheus' text format to this host "

@@ -283,6 +283,24 @@ CLI::Validator whole_number_in(std::uint64_t min, std::uint64_t max, RangeInHelp
           "whole number"};
 }
 
+CLI::Validator one_of(const std::vector<std::string>& words) {
+  std::string listed;
+  std::string set;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    listed += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+    set += (i == 0 ? "" : ",") + words[i];
+  }
+  auto check = [words, listed](const std::string& value) -> std::string {
+    if (std::find(words.begin(), words.end(), value) != words.end()) {
+      return {};
+    }
+    const std::string close = closest_word(value, words);
+    return "expects " + listed + ", not '" + value + "'" + (close.empty() ? "" : " (did you mean '" + close + "'?)");
+  };
+  // The description IsMember gives: what the help reads the words from (value_name()).
+  return {check, "{" + set + "}", "one of"};
+}
+
 CLI::Validator number_of_seconds(Zero zero) {
   auto check = [zero](const std::string& value) -> std::string {
     char* end = nullptr;

@@ -81,6 +81,10 @@ template <typename T>
 CLI::Validator whole_number(std::uint64_t min) {
   return whole_number_in(min, std::numeric_limits<T>::max(), RangeInHelp::no);
 }
+/// One of `words`, in hoist's words (`--reboot: expects never, if-needed, always or delegate, not 'sometimes'`) in
+/// place of CLI11's IsMember (`sometimes not in {never,if-needed,always,delegate}`); the help lists them as
+/// `never|if-needed|always|delegate`.
+CLI::Validator one_of(const std::vector<std::string>& words);
 /// A decimal number (`0.5`, `30`) above 0, or of 0 or more with Zero::allowed: seconds to wait.
 enum class Zero { allowed, refused };
 CLI::Validator number_of_seconds(Zero zero);

@@ -110,7 +110,7 @@ void HostActionOptions::add_to(CLI::App& command) {
       .add_option("--reboot", m_reboot,
                   "never, if-needed (after a change), always, or delegate: after a change, write --reboot-sentinel "
                   "for kured to reboot the node in its own time, and wait for the boot as for hoist's own")
-      ->check(CLI::IsMember({"never", "if-needed", "always", "delegate"}))
+      ->check(one_of({"never", "if-needed", "always", "delegate"}))
       ->capture_default_str();
   command
       .add_option("--reboot-sentinel", m_reboot_sentinel,

@@ -191,13 +191,13 @@ class UpgradeCommand final : public Command {
         ->add_option("--datastore-snapshot", m_datastore_snapshot,
                      "a k3s or RKE2 server's datastore: take a snapshot before the switch (SQLite copied with the "
                      "server stopped, etcd through etcd-snapshot save), or skip it (docs/datastore.md)")
-        ->check(CLI::IsMember({"take", "skip"}))
+        ->check(one_of({"take", "skip"}))
         ->capture_default_str();
     m_app
         ->add_option("--etcd-health", m_etcd_health,
                      "a k3s or RKE2 server with embedded etcd: check that every member is healthy before anything "
                      "changes, and refuse if one is not, or skip the check (docs/datastore.md)")
-        ->check(CLI::IsMember({"check", "skip"}))
+        ->check(one_of({"check", "skip"}))
         ->capture_default_str();
   }
 
