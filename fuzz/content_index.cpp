@@ -1,7 +1,8 @@
 // libFuzzer target: the content index kept beside each installed version (hoist/transfer/content_index.hpp).
 // The input is read twice. As an index file: it parses or is refused (never a crash), and one that parses
-// writes back to the same bytes and parses again to the same entries. As entries: its bytes, cut at NUL into
-// names of one directory and its parent, make entries that write and read back unchanged.
+// writes back to the same bytes (a format-1 file: to format 2) and parses again to the same entries. As entries:
+// its bytes, cut at NUL into names of one directory and its parent, make entries (every other one with a source
+// stamp) that write and read back unchanged.
 
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +37,7 @@ bool same(const std::vector<std::pair<std::string, hoist::ContentIndex::Entry>>&
   }
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].first != b[i].first || a[i].second.digest != b[i].second.digest ||
-        !(a[i].second.stamp == b[i].second.stamp)) {
+        !(a[i].second.stamp == b[i].second.stamp) || !(a[i].second.source == b[i].second.source)) {
       return false;
     }
   }
@@ -50,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   if (auto index = hoist::ContentIndex::parse(input, "fuzz")) {
     const std::string bytes = index->serialize();
-    require(bytes == input);
+    require(bytes == input || input.starts_with("hoist-content-index 1\n"));
     auto again = hoist::ContentIndex::parse(bytes, "fuzz");
     require(again && same(entries_of(*again), entries_of(*index)));
   }
@@ -73,6 +74,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     entry.stamp.size = -static_cast<std::int64_t>(name.size());
     entry.stamp.mtime_sec = static_cast<std::int64_t>(i) << 40;
     entry.stamp.ctime_nsec = static_cast<std::uint32_t>(i);
+    if (i % 2 == 0) {
+      entry.source = hoist::SourceStamp{static_cast<std::uint64_t>(i) << 33U, name.size() + 1,
+                                        -static_cast<std::int64_t>(i), static_cast<std::uint32_t>(name.size())};
+    }
     built.add(dir, name, entry);
     if (dir.size() + 1 + name.size() <= 8192) {
       dir += (dir.empty() ? "" : "/") + std::string(name);
