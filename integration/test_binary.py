@@ -229,6 +229,10 @@ LOG_LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error: "
     (["--log-format", "xml", "status"],
      "--log-format: expects text or json, not 'xml'; usage: hoist status [OPTIONS]; 'hoist help status' shows the "
      "options"),
+    # The case is not the format's (--log-format=JSON is json), but the refusal names the word as given.
+    (["--log-format", "XML", "status"],
+     "--log-format: expects text or json, not 'XML'; usage: hoist status [OPTIONS]; 'hoist help status' shows the "
+     "options"),
     # Before the command's name only hoist's own options are taken.
     (["--bogus", "status"],
      "status: unknown option '--bogus' before the command; usage: hoist status [OPTIONS]; 'hoist help status' shows "

@@ -61,12 +61,11 @@ void add_global_options(CLI::App& app, GlobalOptions& options, LogOptions& log) 
             std::string lower = value;
             std::transform(lower.begin(), lower.end(), lower.begin(),
                            [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-            std::string error = format_word(lower);
-            value = lower;
-            if (error.empty()) {
-              value = std::to_string(static_cast<int>(value == "json" ? LogFormat::json : LogFormat::text));
+            if (!format_word(lower).empty()) {
+              return format_word(value);  // the word as it was given
             }
-            return error;
+            value = std::to_string(static_cast<int>(lower == "json" ? LogFormat::json : LogFormat::text));
+            return std::string();
           },
           "", "log format"))
       ->option_text("text|json (default: text)");
