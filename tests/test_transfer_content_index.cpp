@@ -76,6 +76,41 @@ TEST_CASE("a content index is written and read back entry for entry, sorted by d
   CHECK(empty->size() == 0);
 }
 
+TEST_CASE("an index built with the room of another writes only what was added, and tells its tree's size",
+          "[transfer]") {
+  ContentIndex old;
+  old.add("usr/bin", "k3s", {digest_of("k3s"), FileStamp{7, 100, 1, 0, 1, 0}, {}});
+  old.add("etc", "conf", {digest_of("conf"), FileStamp{8, 10, 1, 0, 1, 0}, {}});
+  old.add("gone", "file", {digest_of("file"), FileStamp{9, 1, 1, 0, 1, 0}, {}});
+
+  ContentIndex index;
+  index.reserve_like(old);
+  // Added out of name order, one name twice (the last stays), two names of one inode (its bytes count once).
+  index.add("usr/bin", "kubectl", {digest_of("kubectl"), FileStamp{11, 40, 1, 0, 1, 0}, {}});
+  index.add("usr/bin", "k3s", {digest_of("old"), FileStamp{10, 99, 1, 0, 1, 0}, {}});
+  index.add("usr/bin", "k3s", {digest_of("k3s"), FileStamp{10, 100, 1, 0, 1, 0}, {}});
+  index.add("usr/bin", "crictl", {digest_of("k3s"), FileStamp{10, 100, 1, 0, 1, 0}, {}});
+  index.add("etc", "conf", {digest_of("conf"), FileStamp{12, 10, 1, 0, 1, 0}, {}});
+  CHECK(index.find("usr/bin", "k3s")->stamp.size == 100);
+  CHECK(index.size() == 4);
+  CHECK(index.total_bytes() == 150);
+  CHECK(old.total_bytes() == 111);
+  CHECK(paths_of(index) == std::vector<std::string>{"etc/conf", "usr/bin/crictl", "usr/bin/k3s", "usr/bin/kubectl"});
+
+  // The directory only the other index had is not written as an empty one: the bytes are those of the same
+  // entries added without the reserve.
+  ContentIndex plain;
+  plain.add("etc", "conf", {digest_of("conf"), FileStamp{12, 10, 1, 0, 1, 0}, {}});
+  plain.add("usr/bin", "crictl", {digest_of("k3s"), FileStamp{10, 100, 1, 0, 1, 0}, {}});
+  plain.add("usr/bin", "k3s", {digest_of("k3s"), FileStamp{10, 100, 1, 0, 1, 0}, {}});
+  plain.add("usr/bin", "kubectl", {digest_of("kubectl"), FileStamp{11, 40, 1, 0, 1, 0}, {}});
+  CHECK(index.serialize() == plain.serialize());
+  auto parsed = ContentIndex::parse(index.serialize(), "/v/index");
+  REQUIRE(parsed);
+  CHECK(parsed->size() == 4);
+  CHECK(parsed->total_bytes() == 150);
+}
+
 TEST_CASE("an index keeps the stamp of the payload file each digest was read from", "[transfer]") {
   ContentIndex index;
   ContentIndex::Entry read{digest_of("a"), FileStamp{7, 1, 1700000000, 5, 1800000000, 999999999},

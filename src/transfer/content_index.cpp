@@ -161,12 +161,30 @@ ContentIndex& ContentIndex::operator=(ContentIndex&& other) noexcept {
   return *this;
 }
 
-void ContentIndex::Section::sort() {
+std::size_t ContentIndex::Section::sort() {
   if (sorted) {
-    return;
+    return 0;
   }
-  std::sort(records.begin(), records.end(), [this](const Record& a, const Record& b) { return name(a) < name(b); });
+  // Stable: of one name's records, the last added is the last of its run.
+  std::stable_sort(records.begin(), records.end(),
+                   [this](const Record& a, const Record& b) { return name(a) < name(b); });
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (i + 1 < records.size() && name(records[i]) == name(records[i + 1])) {
+      continue;
+    }
+    records[kept++] = records[i];
+  }
+  const std::size_t removed = records.size() - kept;
+  records.resize(kept);
   sorted = true;
+  return removed;
+}
+
+void ContentIndex::sort_all() const {
+  for (auto& [dir, section] : m_sections) {
+    m_count -= section.sort();
+  }
 }
 
 const ContentIndex::Record* ContentIndex::Section::find(std::string_view wanted) const {
@@ -183,16 +201,13 @@ const ContentIndex::Record* ContentIndex::Section::find(std::string_view wanted)
 
 void ContentIndex::add(std::string_view dir, std::string_view name, const Entry& entry) {
   const std::lock_guard lock(m_mutex);
-  auto it = m_sections.find(std::string(dir));
+  auto it = m_sections.find(dir);
   if (it == m_sections.end()) {
     it = m_sections.emplace(std::string(dir), Section{}).first;
   }
   Section& section = it->second;
-  if (Record* existing = section.find(name)) {
-    existing->entry = entry;
-    return;
-  }
   if (!section.records.empty() && section.name(section.records.back()) >= name) {
+    // Out of order (a walk goes in inode order), or the same name again: sort() keeps the last.
     section.sorted = false;
   }
   section.records.push_back(
@@ -201,9 +216,19 @@ void ContentIndex::add(std::string_view dir, std::string_view name, const Entry&
   ++m_count;
 }
 
+void ContentIndex::reserve_like(const ContentIndex& like) {
+  const std::scoped_lock lock(m_mutex, like.m_mutex);
+  m_sections.reserve(like.m_sections.size());
+  for (const auto& [dir, theirs] : like.m_sections) {
+    Section& ours = m_sections[dir];
+    ours.records.reserve(theirs.records.size());
+    ours.names.reserve(theirs.names.size());
+  }
+}
+
 void ContentIndex::restamp(std::string_view dir, const std::vector<std::string_view>& names, const FileStamp& stamp) {
   const std::lock_guard lock(m_mutex);
-  const auto it = m_sections.find(std::string(dir));
+  const auto it = m_sections.find(dir);
   if (it == m_sections.end()) {
     return;
   }
@@ -215,7 +240,7 @@ void ContentIndex::restamp(std::string_view dir, const std::vector<std::string_v
 }
 
 const ContentIndex::Entry* ContentIndex::find(std::string_view dir, std::string_view name) const {
-  const auto it = m_sections.find(std::string(dir));
+  const auto it = m_sections.find(dir);
   if (it == m_sections.end()) {
     return nullptr;
   }
@@ -258,15 +283,38 @@ std::optional<Sha256Digest> IndexedTree::vouch(std::string_view relpath) const {
 
 std::size_t ContentIndex::size() const {
   const std::lock_guard lock(m_mutex);
+  sort_all();
   return m_count;
 }
 
+uint64_t ContentIndex::total_bytes() const {
+  const std::lock_guard lock(m_mutex);
+  sort_all();
+  std::vector<std::pair<uint64_t, int64_t>> inodes;
+  inodes.reserve(m_count);
+  for (const auto& [dir, section] : m_sections) {
+    for (const Record& record : section.records) {
+      inodes.emplace_back(record.entry.stamp.ino, record.entry.stamp.size);
+    }
+  }
+  std::sort(inodes.begin(), inodes.end());
+  uint64_t total = 0;
+  for (std::size_t i = 0; i < inodes.size(); ++i) {
+    if ((i == 0 || inodes[i].first != inodes[i - 1].first) && inodes[i].second > 0) {
+      total += static_cast<uint64_t>(inodes[i].second);
+    }
+  }
+  return total;
+}
+
 std::vector<std::pair<const std::string*, const ContentIndex::Section*>> ContentIndex::sorted_sections() const {
+  sort_all();
   std::vector<std::pair<const std::string*, const Section*>> sections;
   sections.reserve(m_sections.size());
   for (auto& [dir, section] : m_sections) {
-    section.sort();
-    sections.emplace_back(&dir, &section);
+    if (!section.records.empty()) {
+      sections.emplace_back(&dir, &section);
+    }
   }
   std::sort(sections.begin(), sections.end(), [](const auto& a, const auto& b) { return *a.first < *b.first; });
   return sections;
@@ -274,8 +322,9 @@ std::vector<std::pair<const std::string*, const ContentIndex::Section*>> Content
 
 std::string ContentIndex::serialize() const {
   const std::lock_guard lock(m_mutex);
-  std::string out(k_magic);
   const auto sections = sorted_sections();
+  std::string out(k_magic);
+  out.reserve(k_magic.size() + m_count * 96 + k_digest_size);  // about 80 bytes an entry and its name
   put_varint(out, sections.size());
   for (const auto& [dir, section] : sections) {
     put_string(out, *dir);

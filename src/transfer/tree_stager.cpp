@@ -340,6 +340,9 @@ TransferStats stage_tree(const Payload& payload, int staging_dir, int link_dest,
   if (options.produced == nullptr) {
     options.produced = &own;
   }
+  if (options.known != nullptr) {
+    options.produced->reserve_like(*options.known);
+  }
   TransferStats stats;
   switch (payload.type()) {
     case PayloadType::directory:

@@ -481,6 +481,9 @@ TransferStats sync_tree(const Payload& payload, int dest_dir, int backup_dir, co
   if (options.produced == nullptr) {
     options.produced = &own;
   }
+  if (options.known != nullptr) {
+    options.produced->reserve_like(*options.known);
+  }
   TransferStats stats = transfer::TreeSyncer(payload, dest_dir, backup_dir, options).run();
   if (options.dry_run == DryRun::no && options.check_staged) {
     options.check_staged(dest_dir, *options.produced);

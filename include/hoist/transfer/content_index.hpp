@@ -80,6 +80,10 @@ class ContentIndex {
   /// replacing an earlier entry of that name. Thread-safe.
   void add(std::string_view dir, std::string_view name, const Entry& entry);
 
+  /// Makes room for the directories and names of `like` (the index of the tree a transfer compares with), so
+  /// that add() rarely grows a section. Call before any add().
+  void reserve_like(const ContentIndex& like);
+
   /// Gives every recorded name of `names` (in `dir`) the stamp `stamp`: the names of one inode, once the last
   /// link to it was made (each link moves its ctime). Thread-safe.
   void restamp(std::string_view dir, const std::vector<std::string_view>& names, const FileStamp& stamp);
@@ -100,6 +104,9 @@ class ContentIndex {
   /// The number of entries.
   [[nodiscard]] std::size_t size() const;
 
+  /// The regular-file bytes of the tree it describes, the names of one inode counted once.
+  [[nodiscard]] uint64_t total_bytes() const;
+
   /// Calls `visit(relpath, entry)` for every entry, sorted by directory, then name.
   void for_each(const std::function<void(const std::string& relpath, const Entry& entry)>& visit) const;
 
@@ -116,7 +123,8 @@ class ContentIndex {
     [[nodiscard]] std::string_view name(const Record& record) const {
       return std::string_view(names).substr(record.name_at, record.name_size);
     }
-    void sort();
+    /// Sorts the records by name; of the records of one name, the one added last stays. Returns how many went.
+    std::size_t sort();
     [[nodiscard]] const Record* find(std::string_view name) const;
     [[nodiscard]] Record* find(std::string_view name) { return const_cast<Record*>(std::as_const(*this).find(name)); }
   };
@@ -124,10 +132,20 @@ class ContentIndex {
   /// The directories sorted, each section sorted (serialize(), for_each()).
   [[nodiscard]] std::vector<std::pair<const std::string*, const Section*>> sorted_sections() const;
 
+  /// Sorts every section (under m_mutex).
+  void sort_all() const;
+
+  /// Looks directories up by std::string_view without making a std::string of it.
+  struct DirHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view dir) const noexcept { return std::hash<std::string_view>{}(dir); }
+  };
+
   mutable std::mutex m_mutex;
-  /// Sorted lazily, under m_mutex.
-  mutable std::unordered_map<std::string, Section> m_sections;
-  std::size_t m_count = 0;
+  /// Sorted lazily, under m_mutex. A section may be empty (reserve_like()).
+  mutable std::unordered_map<std::string, Section, DirHash, std::equal_to<>> m_sections;
+  /// The records of all sections, a name added twice to an unsorted section counted twice until it is sorted.
+  mutable std::size_t m_count = 0;
 };
 
 /// A tree hoist wrote (a version's directory, a sync's destination) with its content index: what tells the bytes of
