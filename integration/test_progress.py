@@ -21,9 +21,15 @@ from payloads import make_tree
 STRACE = shutil.which("strace")
 
 
-def tree_args(host_root, source):
+def tree_args(host_root, source, version="1.0.0"):
     return ["--host-root", str(host_root), "upgrade", "--component", "app", "--kind", "tree", "--source",
-            str(source), "--destination", "/opt/app", "--version", "1.0.0"]
+            str(source), "--destination", "/opt/app", "--version", version]
+
+
+def slowed(argv):
+    """argv under strace with 30 ms on each openat."""
+    return [STRACE, "-f", "-qq", "-o", "/dev/null", "-e", "trace=openat", "-e", "inject=openat:delay_enter=30000",
+            *argv]
 
 
 def test_a_terminal_gets_a_live_bar_redrawn_in_place(host_root, tmp_path):
@@ -69,8 +75,7 @@ def test_a_terminal_gets_a_live_bar_redrawn_in_place(host_root, tmp_path):
 def test_a_log_gets_a_progress_line_every_5_seconds(host_root, tmp_path):
     source = make_tree(tmp_path / "v1", {f"d{i % 8}/f{i}": f"file {i}\n" for i in range(240)}, 1)
     # 30 ms on each openat: 240 files and their directories take 7 s or more, on one thread.
-    argv = [STRACE, "-f", "-qq", "-o", "/dev/null", "-e", "trace=openat", "-e", "inject=openat:delay_enter=30000",
-            HOIST_BIN, *tree_args(host_root, source), "--threads", "1"]
+    argv = slowed([HOIST_BIN, *tree_args(host_root, source), "--threads", "1"])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     record_output(argv, proc.stdout, proc.stderr)
     assert proc.returncode == 0, proc.stderr
@@ -87,3 +92,28 @@ def test_a_log_gets_a_progress_line_every_5_seconds(host_root, tmp_path):
     assert len(lines) >= int(float(staged.group(1)) // 5) - 1 >= 0, (staged.group(1), lines)
     times = [datetime.fromisoformat(line[0].replace("Z", "+00:00")) for line in lines]
     assert all((later - earlier).total_seconds() >= 4.9 for earlier, later in zip(times, times[1:])), times
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed: no way to slow the run down here")
+def test_the_next_version_is_measured_against_the_installed_ones_size(host_root, tmp_path):
+    """Beside an installed version whose content index hoist wrote, the total is that version's size, said to be
+    an estimate ('of about'): counting the payload's own bytes would take a walk of its inodes first."""
+    v1 = make_tree(tmp_path / "v1", {f"d{i % 8}/f{i}": f"file {i}\n" * 40 for i in range(100)}, 1)
+    proc = subprocess.run([HOIST_BIN, *tree_args(host_root, v1)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    installed = sum(p.stat().st_size for p in v1.rglob("*") if p.is_file())
+    # Every file changed, one more byte each: what is staged is 100 bytes more than the estimate. Three slowed
+    # opens a file (the old one read, the new one read and written): 9 s or more on one thread.
+    v2 = make_tree(tmp_path / "v2", {f"d{i % 8}/f{i}": f"file {i}\n" * 40 + "+" for i in range(100)}, 1)
+    argv = slowed([HOIST_BIN, *tree_args(host_root, v2, "1.1.0"), "--threads", "1"])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    record_output(argv, proc.stdout, proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    lines = re.findall(r"^\S+ info: app: (\d+) files, ([\d.]+ \w+) of about ([\d.]+ \w+) \((\d+)%\)",
+                       proc.stderr, re.MULTILINE)
+    assert lines, proc.stderr
+    shown = f"{installed / 1024:.1f} KiB"
+    assert all(total == shown for _, _, total, _ in lines), (shown, lines)
+    assert all(0 <= int(percent) <= 100 for _, _, _, percent in lines), lines
+    # 100 files and their 8 directories (their mtimes moved)
+    assert re.search(r"staged 1\.1\.0 in [\d.]+ s: 0 added \(0 B\), 108 changed", proc.stderr), proc.stderr

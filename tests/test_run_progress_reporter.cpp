@@ -23,6 +23,9 @@ TEST_CASE("a progress line has files, bytes of the total, rate and time left", "
   stats.bytes_done = 120ULL << 20U;
   stats.bytes_total = 300ULL << 20U;
   CHECK(format_progress(stats, 2.0) == "1200 files, 120.0 MiB of 300.0 MiB (40%), 60.0 MiB/s, 3 s left");
+  // The installed version's size standing for the payload's (its content index's).
+  stats.bytes_total_estimated = true;
+  CHECK(format_progress(stats, 2.0) == "1200 files, 120.0 MiB of about 300.0 MiB (40%), 60.0 MiB/s, 3 s left");
   stats.bytes_total = 0;
   CHECK(format_progress(stats, 2.0) == "1200 files, 120.0 MiB, 60.0 MiB/s");
   CHECK(format_progress(TransferStats{}, 0) == "0 files, 0 B");
@@ -41,4 +44,7 @@ TEST_CASE("the bar fills with the fraction done and fits the width", "[progress]
   CHECK(std::count(cells.begin(), cells.end(), '#') == static_cast<long>(cells.size() / 2));
   CHECK(bar.size() <= 80);
   CHECK(format_progress_bar(stats, 1.0, 30).size() <= 30);
+  stats.bytes_total_estimated = true;
+  const std::string estimated = format_progress_bar(stats, 1.0, 80);
+  CHECK(estimated.substr(estimated.find(']')) == "]  50% 10 files 50 B/~100 B 50 B/s 1 s left");
 }

@@ -59,7 +59,8 @@ std::string format_progress(const TransferStats& stats, double elapsed_seconds) 
   if (stats.bytes_total > 0) {
     const double fraction =
         std::min(1.0, static_cast<double>(stats.bytes_done) / static_cast<double>(stats.bytes_total));
-    line += fmt::format(" of {} ({:.0f}%)", format_bytes(stats.bytes_total), fraction * 100.0);
+    line += fmt::format(" of {}{} ({:.0f}%)", stats.bytes_total_estimated ? "about " : "",
+                        format_bytes(stats.bytes_total), fraction * 100.0);
   }
   if (elapsed_seconds > 0 && stats.bytes_done > 0) {
     const double rate = static_cast<double>(stats.bytes_done) / elapsed_seconds;
@@ -77,8 +78,9 @@ std::string format_progress_bar(const TransferStats& stats, double elapsed_secon
   double fraction = 0;
   if (stats.bytes_total > 0) {
     fraction = std::min(1.0, static_cast<double>(stats.bytes_done) / static_cast<double>(stats.bytes_total));
-    tail = fmt::format(" {:3.0f}% {} files {}/{}", fraction * 100.0, files_done(stats), format_bytes(stats.bytes_done),
-                       format_bytes(stats.bytes_total));
+    tail =
+        fmt::format(" {:3.0f}% {} files {}/{}{}", fraction * 100.0, files_done(stats), format_bytes(stats.bytes_done),
+                    stats.bytes_total_estimated ? "~" : "", format_bytes(stats.bytes_total));
   } else {
     tail = fmt::format(" {} files {}", files_done(stats), format_bytes(stats.bytes_done));
   }

@@ -44,8 +44,15 @@ std::string PayloadWalk::payload_display(std::string_view relpath) const {
 
 void PayloadWalk::walk(int root, std::function<void()> walk_root) {
   if (m_options.on_progress) {
-    // A progress bar needs the total: one walk of the payload's inodes, which the copy then finds cached.
-    m_counters.set_total(tree_bytes(root, m_payload.path().string(), m_pool));
+    // A progress bar needs a total. The tree compared against has a content index: its size stands for the
+    // payload's (a version's next differs from it by what changed). Else one walk of the payload's inodes, which
+    // the copy then finds cached: a first install copies every byte, and the walk costs little beside that, while
+    // beside a re-run's comparison, which reads no file, it took a quarter of the time.
+    if (m_options.known != nullptr) {
+      m_counters.set_total(m_options.known->total_bytes(), true);
+    } else {
+      m_counters.set_total(tree_bytes(root, m_payload.path().string(), m_pool), false);
+    }
   }
   m_pool.submit(std::move(walk_root));
   m_pool.run([this]() { m_counters.poll(); }, Counters::k_interval);

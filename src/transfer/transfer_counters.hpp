@@ -44,7 +44,11 @@ class Counters {
     add(m_bytes_removed, bytes);
   }
   void count_written(uint64_t bytes) { add(m_bytes_written, bytes); }
-  void set_total(uint64_t bytes) { m_bytes_total.store(bytes, std::memory_order_relaxed); }
+  /// Set before the walk's threads start.
+  void set_total(uint64_t bytes, bool estimated) {
+    m_bytes_total.store(bytes, std::memory_order_relaxed);
+    m_total_estimated = estimated;
+  }
 
   [[nodiscard]] TransferStats snapshot() const {
     TransferStats stats;
@@ -58,6 +62,7 @@ class Counters {
     stats.bytes_written = load(m_bytes_written);
     stats.bytes_total = load(m_bytes_total);
     stats.bytes_done = load(m_bytes_done);
+    stats.bytes_total_estimated = m_total_estimated;
     return stats;
   }
 
@@ -88,6 +93,7 @@ class Counters {
   std::atomic<uint64_t> m_files_added{0}, m_files_changed{0}, m_files_removed{0}, m_files_unchanged{0};
   std::atomic<uint64_t> m_bytes_added{0}, m_bytes_changed{0}, m_bytes_removed{0}, m_bytes_written{0};
   std::atomic<uint64_t> m_bytes_total{0}, m_bytes_done{0};
+  bool m_total_estimated = false;
 };
 
 }  // namespace hoist::transfer

@@ -24,6 +24,9 @@ struct TransferStats {
   uint64_t bytes_written = 0;    ///< file data actually written (not linked, not cloned)
   uint64_t bytes_total = 0;      ///< the payload's regular-file bytes, when known ahead (for progress)
   uint64_t bytes_done = 0;       ///< regular-file bytes processed so far (for progress)
+  /// bytes_total is the size of the tree compared against (its content index's), not a count of the payload's:
+  /// counting those takes a walk of their inodes of its own, which costs about as much as a re-run's comparison.
+  bool bytes_total_estimated = false;
 };
 
 /// How an existing regular file is found to hold the payload's bytes. Its metadata (type, mode, owner, size,
