@@ -140,10 +140,18 @@ TEST_CASE("ReadAhead starts reads of the regular files a copy will read, and of 
     struct stat old_stat {};
     REQUIRE(::stat((old / "unchanged").c_str(), &old_stat) == 0);
     CHECK(unchanged->skip_st.st_ino == old_stat.st_ino);
-    const ReadAhead::Seen* added = ahead.seen(index_of(entries, "new-file"));
+    ReadAhead::Seen* added = ahead.seen(index_of(entries, "new-file"));
     REQUIRE(added != nullptr);
     CHECK(added->skip == ReadAhead::Seen::Skip::absent);
     CHECK(added->source.st_size == 4);
+    // The file it opened to start the read is handed on: the walk reads it through that, not opening it again.
+    const Fd opened = hoist::transfer::take_source(added);
+    REQUIRE(opened);
+    struct stat opened_st {};
+    REQUIRE(::fstat(opened.get(), &opened_st) == 0);
+    CHECK(opened_st.st_ino == added->source.st_ino);
+    CHECK(!added->source_fd);
+    CHECK(!hoist::transfer::take_source(nullptr));
     // Not regular by their directory entries: not looked at, the walk takes their lstat itself.
     CHECK(ahead.seen(index_of(entries, "subdir")) == nullptr);
     CHECK(ahead.seen(index_of(entries, "link")) == nullptr);

@@ -39,7 +39,8 @@ DirMeta read_dir_meta(int fd, std::string_view display, dev_t* dev = nullptr);
 
 /// Hands the entries of the payload directory `source_dir` (`display` in
 /// errors) to `visit(name, st, seen)` in their order, each with its lstat: the
-/// one the read-ahead took (`seen`, else nullptr) where it took one. The
+/// one the read-ahead took (`seen`, else nullptr) where it took one, and the
+/// file it opened, which the visit may take (take_source()). The
 /// read-ahead reads what `reading` says the walk will read, but for the files
 /// `recorded` holds. False when `pool` was cancelled before the last entry.
 template <typename Visit>
@@ -52,7 +53,7 @@ bool walk_entries(int source_dir, int skip_dir, const std::vector<DirEntry>& ent
     }
     ahead.before(i);
     const std::string& name = entries[i].name;
-    const ReadAhead::Seen* seen = ahead.seen(i);
+    ReadAhead::Seen* seen = ahead.seen(i);
     struct stat st {};
     if (seen != nullptr) {
       st = seen->source;

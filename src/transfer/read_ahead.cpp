@@ -36,11 +36,11 @@ void ReadAhead::before(size_t index) {
   }
 }
 
-const ReadAhead::Seen* ReadAhead::seen(size_t index) const {
+ReadAhead::Seen* ReadAhead::seen(size_t index) {
   if (m_slots.empty() || index < m_slots.front().index || index >= m_next) {
     return nullptr;
   }
-  const Slot& slot = m_slots[index - m_slots.front().index];
+  Slot& slot = m_slots[index - m_slots.front().index];
   return slot.statted ? &slot.seen : nullptr;
 }
 
@@ -98,6 +98,7 @@ void ReadAhead::look(Slot& slot) const {
   if (::posix_fadvise(fd.get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED) == 0) {
     slot.bytes = bytes;
   }
+  seen.source_fd = std::move(fd);
 }
 
 Reading payload_reading(bool dry_run, DataCopier& copier, dev_t source, dev_t dest, const TransferOptions& options) {

@@ -24,6 +24,7 @@
 #include "hoist/sys/directory.hpp"
 #include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/transfer.hpp"
+#include "hoist/util/fd.hpp"
 
 namespace hoist::transfer {
 
@@ -63,6 +64,9 @@ class ReadAhead {
     struct stat source {};
     Skip skip = Skip::unknown;  ///< unknown: no skip directory, or its lstat failed otherwise than ENOENT
     struct stat skip_st {};
+    /// The source file, opened to start its read: the walk reads it through this (take_source()) instead of
+    /// opening it again. Not open when it is not read ahead.
+    Fd source_fd;
   };
 
   /// `entries` are the names of `source_dir` in the order the walk takes them;
@@ -77,7 +81,7 @@ class ReadAhead {
 
   /// The lstats taken of entries[index], valid until the next before(); nullptr
   /// when none were (not a regular file by its d_type, or disabled).
-  [[nodiscard]] const Seen* seen(size_t index) const;
+  [[nodiscard]] Seen* seen(size_t index);
 
   /// The indexes whose reads are started and not yet handled by the walk, in order.
   [[nodiscard]] std::vector<size_t> in_flight() const;
@@ -108,6 +112,11 @@ class ReadAhead {
 /// are clones; not the files that `options` lets it compare without reading.
 [[nodiscard]] Reading payload_reading(bool dry_run, DataCopier& copier, dev_t source, dev_t dest,
                                       const TransferOptions& options);
+
+/// The source file `seen` holds open (moved out of it), or a closed Fd.
+[[nodiscard]] inline Fd take_source(ReadAhead::Seen* seen) {
+  return seen != nullptr ? std::move(seen->source_fd) : Fd();
+}
 
 /// Sorts directory entries by inode number: on a cold cache, the walk then
 /// reads inode tables (and, for files written in order, their data) in disk

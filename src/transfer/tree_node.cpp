@@ -37,7 +37,7 @@ Fd open_existing(int dirfd, const char* name, mode_t type, std::string_view disp
 
 }  // namespace
 
-SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::string_view display) {
+SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::string_view display, Fd opened) {
   SourceNode node;
   node.meta = NodeMeta::from_stat(st);
   node.dev = st.st_dev;
@@ -47,6 +47,7 @@ SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::
       // Opened now only when its xattrs are cheaper to read open; else when its data is read.
       node.dirfd = dirfd;
       node.name = name;
+      node.fd = std::move(opened);
       if (!xattrs_readable_by_name()) {
         open_source(node, display);
       }

@@ -38,9 +38,10 @@ struct SourceNode {
 
 /// Reads entry `name` of the payload directory `dirfd`; `st` is its lstat.
 /// A regular file is not opened unless reading its xattrs needs it (an
-/// unchanged file's data is never read): open_source() opens it. `dirfd` and
-/// `name` must outlive the node. Throws Failure naming `display`.
-SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::string_view display);
+/// unchanged file's data is never read): open_source() opens it, or takes
+/// `opened`, the file as the read-ahead opened it. `dirfd` and `name` must
+/// outlive the node. Throws Failure naming `display`.
+SourceNode read_source(int dirfd, const char* name, const struct stat& st, std::string_view display, Fd opened = Fd());
 
 /// The regular file `node` open for reading (opened on the first call).
 int open_source(SourceNode& node, std::string_view display);

@@ -135,7 +135,7 @@ class DirectoryStager : PayloadWalk {
     const bool walked =
         walk_entries(fds.source, fds.compare, entries, display, reading,
                      RecordedSources{fds.compare >= 0 ? recorded_sources(m_options) : nullptr, fds.relpath}, m_pool,
-                     [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
+                     [&](const std::string& name, const struct stat& st, ReadAhead::Seen* seen) {
                        stage_walked(node, name, st, seen);
                      });
     if (walked && fds.compare >= 0) {
@@ -146,7 +146,7 @@ class DirectoryStager : PayloadWalk {
   /// One entry of the walk of `node`: a directory is made and walked by a task
   /// of its own, a hard-linked name set aside, a big file copied by a task of its own.
   void stage_walked(const std::shared_ptr<DirNode>& node, const std::string& name, const struct stat& st,
-                    const ReadAhead::Seen* seen) {
+                    ReadAhead::Seen* seen) {
     const DirFds fds = node->fds();
     if (S_ISDIR(st.st_mode)) {
       if (!m_dry && ::mkdirat(fds.target, name.c_str(), 0700) != 0) {
@@ -163,18 +163,19 @@ class DirectoryStager : PayloadWalk {
       m_pool.submit(
           [this, node, name, st, existing = existing_seen(seen)]() { stage_entry(node->fds(), name, st, existing); });
     } else {
-      stage_entry(fds, name, st, existing_seen(seen));
+      stage_entry(fds, name, st, existing_seen(seen), take_source(seen));
     }
     m_counters.poll();
   }
 
   /// Stages one entry that is not a directory; returns how it compares. `seen`
-  /// is link_dest's entry when the walk already knows it.
+  /// is link_dest's entry when the walk already knows it; `opened` the payload
+  /// file as the read-ahead opened it.
   Outcome stage_entry(const DirFds& fds, const std::string& name, const struct stat& st,
-                      const std::optional<ExistingNode>& seen = std::nullopt) {
+                      const std::optional<ExistingNode>& seen = std::nullopt, Fd opened = Fd()) {
     const std::string relpath = join_path(fds.relpath, name);
     const std::string source_display = payload_display(relpath);
-    SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
+    SourceNode source = read_source(fds.source, name.c_str(), st, source_display, std::move(opened));
     const ExistingNode existing =
         seen ? *seen : stat_existing(fds.compare, name.c_str(), m_target.compare_display(relpath));
     const Compared compared = compare_node(source, existing, fds.compare, EntryPath{fds.relpath, name}, m_options,

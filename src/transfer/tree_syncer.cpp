@@ -166,7 +166,7 @@ class TreeSyncer : PayloadWalk {
     const Reading reading = payload_reading(m_dry, m_copier, m_source_dev, m_dest_dev, m_options);
     walk_entries(fds.source, fds.fresh ? -1 : fds.dest, entries, display, reading,
                  RecordedSources{fds.fresh ? nullptr : recorded_sources(m_options), fds.relpath}, m_pool,
-                 [&](const std::string& name, const struct stat& st, const ReadAhead::Seen* seen) {
+                 [&](const std::string& name, const struct stat& st, ReadAhead::Seen* seen) {
                    sync_walked(node, name, st, seen);
                  });
   }
@@ -174,7 +174,7 @@ class TreeSyncer : PayloadWalk {
   /// One entry of the walk of `node`: a directory is prepared and walked by a
   /// task of its own, a hard-linked name set aside, a big file synced by a task of its own.
   void sync_walked(const std::shared_ptr<DirNode>& node, const std::string& name, const struct stat& st,
-                   const ReadAhead::Seen* seen) {
+                   ReadAhead::Seen* seen) {
     const DirFds fds = node->fds();
     // A directory this sync made is empty but for what the walk put there.
     const std::optional<ExistingNode> existing = fds.fresh ? ExistingNode{} : existing_seen(seen);
@@ -185,7 +185,7 @@ class TreeSyncer : PayloadWalk {
     } else if (own_task(st)) {
       m_pool.submit([this, node, name, st, existing]() { sync_entry(node->fds(), name, st, existing); });
     } else {
-      sync_entry(fds, name, st, existing);
+      sync_entry(fds, name, st, existing, take_source(seen));
     }
     m_counters.poll();
   }
@@ -256,10 +256,10 @@ class TreeSyncer : PayloadWalk {
   /// One entry that is not a directory; returns how it compared. `seen` is the
   /// destination's entry when the walk already knows it.
   Outcome sync_entry(const DirFds& fds, const std::string& name, const struct stat& st,
-                     const std::optional<ExistingNode>& seen = std::nullopt) {
+                     const std::optional<ExistingNode>& seen = std::nullopt, Fd opened = Fd()) {
     const std::string relpath = join_path(fds.relpath, name);
     const std::string source_display = payload_display(relpath);
-    SourceNode source = read_source(fds.source, name.c_str(), st, source_display);
+    SourceNode source = read_source(fds.source, name.c_str(), st, source_display, std::move(opened));
     const ExistingNode existing = seen ? *seen : stat_existing(fds.dest, name.c_str(), dest_display(relpath));
     const Compared compared = compare_node(source, existing, fds.dest, EntryPath{fds.relpath, name}, m_options,
                                            source_display, dest_display(relpath));
