@@ -89,3 +89,15 @@ def test_sync_kind_syncs_in_place_with_deletions_and_keeps_a_backup(host_root, t
     result = upgrade(host_root, *sync_args(v2, "2.0.0"), check=0)
     assert "installed but not intact" in result.stderr
     assert read_tree(host_root / "etc/app") == read_tree(v2)
+
+
+def test_a_tree_of_many_directories_installs_on_many_threads_under_a_shells_file_limit(host_root, tmp_path):
+    """Each walking thread reads up to 32 files ahead of it, and the walk reads them through the descriptors the
+    read-ahead opened: with 64 threads and a shell's default limit of 1,024 open files, those descriptors alone
+    would be 2,048 (an earlier build failed with 'Too many open files'). The process keeps at most 256 of them."""
+    files = {f"d{d:02d}/f{i:03d}": f"file {d}/{i}\n" for d in range(96) for i in range(48)}
+    source = make_tree(tmp_path / "v1", files, 1)
+    result = upgrade(host_root, "--component", "app", "--kind", "tree", "--source", str(source), "--destination",
+                     "/opt/app", "--version", "1.0.0", "--threads", "64", wrapper=("prlimit", "--nofile=1024:1024"))
+    assert result.returncode == 0, result.stderr
+    assert read_tree(host_root / "opt/app/current") == read_tree(source)

@@ -277,3 +277,26 @@ TEST_CASE("ReadAhead stays within its window of files and bytes", "[transfer]") 
   CHECK(late.seen(89) == nullptr);
   CHECK(late.seen(90) != nullptr);
 }
+
+TEST_CASE("the files the read-ahead keeps open for the walk are bounded in the whole process", "[transfer]") {
+  using hoist::transfer::KeptFile;
+  std::vector<KeptFile> kept;
+  for (int i = 0; i < KeptFile::k_kept_files; ++i) {
+    kept.emplace_back(Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+    REQUIRE(kept.back());
+  }
+  // Past the budget the file is closed: the walk opens it again itself.
+  const KeptFile over(Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  CHECK(!over);
+  // A file the walk takes, or one dropped unread, frees its place.
+  const Fd taken = kept.back().take();
+  CHECK(taken);
+  CHECK(!kept.back());
+  CHECK(KeptFile(Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC))));
+  kept.clear();
+  std::vector<KeptFile> again;
+  for (int i = 0; i < KeptFile::k_kept_files; ++i) {
+    again.emplace_back(Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  }
+  CHECK(std::all_of(again.begin(), again.end(), [](const KeptFile& file) { return static_cast<bool>(file); }));
+}

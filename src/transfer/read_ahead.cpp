@@ -5,11 +5,46 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 
 #include "hoist/util/fd.hpp"
 
 namespace hoist::transfer {
+
+namespace {
+
+/// The files KeptFile holds open, in the whole process.
+std::atomic<int> g_kept_files{0};
+
+}  // namespace
+
+KeptFile::KeptFile(Fd fd) noexcept {
+  if (fd && g_kept_files.fetch_add(1, std::memory_order_relaxed) < k_kept_files) {
+    m_fd = std::move(fd);
+  } else if (fd) {
+    g_kept_files.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+KeptFile& KeptFile::operator=(KeptFile&& other) noexcept {
+  if (this != &other) {
+    reset();
+    m_fd = std::move(other.m_fd);
+  }
+  return *this;
+}
+
+Fd KeptFile::take() noexcept {
+  if (m_fd) {
+    g_kept_files.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return std::move(m_fd);
+}
+
+void KeptFile::reset() noexcept {
+  take().reset();
+}
 
 const ContentIndex* recorded_sources(const TransferOptions& options) {
   return options.payload_digests == nullptr && options.compare != Compare::checksum ? options.known : nullptr;
@@ -98,7 +133,7 @@ void ReadAhead::look(Slot& slot) const {
   if (::posix_fadvise(fd.get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED) == 0) {
     slot.bytes = bytes;
   }
-  seen.source_fd = std::move(fd);
+  seen.source_fd = KeptFile(std::move(fd));
 }
 
 Reading payload_reading(bool dry_run, DataCopier& copier, dev_t source, dev_t dest, const TransferOptions& options) {

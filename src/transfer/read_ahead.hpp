@@ -49,6 +49,32 @@ struct RecordedSources {
 /// reads everything.
 [[nodiscard]] const ContentIndex* recorded_sources(const TransferOptions& options);
 
+/// A file the read-ahead keeps open for the walk. At most k_kept_files are, in the whole process: every walking
+/// thread has a read-ahead of up to ReadAhead::k_files files, and with --threads 64 they would hold 2,048
+/// descriptors, past a shell's default limit of 1,024; a file past the budget is closed and opened again by the
+/// walk, as before.
+class KeptFile {
+ public:
+  static constexpr int k_kept_files = 256;
+
+  KeptFile() = default;
+  /// Keeps `fd` while the budget allows; else closes it and holds none.
+  explicit KeptFile(Fd fd) noexcept;
+  KeptFile(KeptFile&& other) noexcept : m_fd(std::move(other.m_fd)) {}
+  KeptFile& operator=(KeptFile&& other) noexcept;
+  KeptFile(const KeptFile&) = delete;
+  KeptFile& operator=(const KeptFile&) = delete;
+  ~KeptFile() { reset(); }
+
+  explicit operator bool() const noexcept { return m_fd.valid(); }
+  /// The descriptor, no longer counted against the budget (the walk's use of it is bounded by its threads).
+  Fd take() noexcept;
+
+ private:
+  void reset() noexcept;
+  Fd m_fd;
+};
+
 class ReadAhead {
  public:
   /// At most this many files, and this many bytes, are read ahead of the walk.
@@ -65,8 +91,8 @@ class ReadAhead {
     Skip skip = Skip::unknown;  ///< unknown: no skip directory, or its lstat failed otherwise than ENOENT
     struct stat skip_st {};
     /// The source file, opened to start its read: the walk reads it through this (take_source()) instead of
-    /// opening it again. Not open when it is not read ahead.
-    Fd source_fd;
+    /// opening it again. Not open when it is not read ahead, or when k_kept_files were kept open already.
+    KeptFile source_fd;
   };
 
   /// `entries` are the names of `source_dir` in the order the walk takes them;
@@ -115,7 +141,7 @@ class ReadAhead {
 
 /// The source file `seen` holds open (moved out of it), or a closed Fd.
 [[nodiscard]] inline Fd take_source(ReadAhead::Seen* seen) {
-  return seen != nullptr ? std::move(seen->source_fd) : Fd();
+  return seen != nullptr ? seen->source_fd.take() : Fd();
 }
 
 /// Sorts directory entries by inode number: on a cold cache, the walk then
