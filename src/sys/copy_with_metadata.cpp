@@ -22,7 +22,8 @@ Expected<uint64_t> copy_with_metadata(int source, int dirfd, const std::string& 
   if (::lseek(source, 0, SEEK_SET) != 0) {
     return sys_error("seek the source of " + in_quotes(display));
   }
-  Fd target(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  // Readable too: a clone is hashed from the copy (DataCopier::copy_hashed).
+  Fd target(::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!target) {
     return sys_error("create " + in_quotes(display));
   }

@@ -195,7 +195,8 @@ uint64_t write_node(SourceNode& source, const WriteTarget& target, DataCopier& c
   Fd fd;
   switch (source.meta.type()) {
     case S_IFREG:
-      fd.reset(::openat(target.dirfd, target.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, create_perms));
+      // Readable too: a clone is hashed from the copy (DataCopier::copy_hashed).
+      fd.reset(::openat(target.dirfd, target.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, create_perms));
       if (!fd) {
         throw Failure(system_message("create " + in_quotes(target_display), errno));
       }

@@ -51,6 +51,7 @@ class DataCopier {
   /// the buffer each read(2) filled and write(2) wrote, so that what is hashed is what was written even
   /// when the source changes meanwhile (a clone is hashed from the copy, which shares its extents). Kernel
   /// copies are skipped: their bytes never pass through here, and hashing them would read the file again.
+  /// `out` is open for reading and writing (O_RDWR), since a clone is read back to be hashed.
   Expected<uint64_t> copy_hashed(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size, Sha256Digest& digest,
                                  std::string_view in_display, std::string_view out_display,
                                  const CopyProgress& progress = {});
