@@ -6,6 +6,7 @@ payload here is shaped that way: all files and directories of both versions carr
 changes keeps its size. A run must install the new bytes, for every kind and payload form, with and without
 SHA256SUMS, and still take the unchanged files from the old version (tree: hard links)."""
 
+import hashlib
 import os
 import re
 import shutil
@@ -139,6 +140,27 @@ def test_a_file_installs_a_same_size_same_mtime_change(host_root, tmp_path, with
                 "/usr/local/bin/tool", "--version", version, *extra, check=0)
     assert host_read(host_root, "/usr/local/bin/tool") == b"#!/bin/sh\necho 2.0.0\n"
     assert (host_root / "var/lib/hoist/f/1.0.0/tool").read_bytes() == b"#!/bin/sh\necho 1.0.0\n"
+
+
+BIG = (40 << 20) + 13  # past the 32 MiB from which a copy is hashed on a thread beside it, and not a round size
+
+
+@pytest.mark.parametrize("with_sums", [False, True], ids=["no-sums", "sha256sums"])
+def test_a_big_files_same_size_same_mtime_change_is_installed_and_indexed_by_the_bytes_installed(host_root, tmp_path,
+                                                                                                 with_sums):
+    first = os.urandom(BIG)
+    middle = BIG // 2
+    contents = {"1.0.0": first, "2.0.0": first[:middle] + bytes([first[middle] ^ 0xFF]) + first[middle + 1:]}
+    for version, content in contents.items():
+        source = reproducible_tree(tmp_path / f"tree-{version}", {**V1, "lib/big.bin": content})
+        extra = ["--sha256sums", sums_for(tmp_path, version, source)] if with_sums else []
+        upgrade(host_root, *tree_args(source, version, *extra), check=0)
+        installed = host_root / "opt/c" / version / "lib/big.bin"
+        assert installed.read_bytes() == content
+        index = read_content_index(index_of(host_root, version))
+        assert index[b"lib/big.bin"][0] == hashlib.sha256(content).digest()
+        assert index[b"lib/big.bin"][1:3] == (os.stat(installed).st_ino, BIG)
+    assert os.readlink(host_root / "opt/c/current") == "2.0.0"
 
 
 @pytest.mark.parametrize("form", ["directory", "tar"])

@@ -23,10 +23,10 @@ struct Files {
   dev_t dev = 0;
 };
 
-Files open_pair(const std::filesystem::path& in, const std::filesystem::path& out) {
+Files open_pair(const std::filesystem::path& in, const std::filesystem::path& out, int out_access = O_WRONLY) {
   Files files;
   files.in.reset(::open(in.c_str(), O_RDONLY | O_CLOEXEC));
-  files.out.reset(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  files.out.reset(::open(out.c_str(), out_access | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   REQUIRE(files.in.valid());
   REQUIRE(files.out.valid());
   files.dev = hoist::test::lstat_of(in).st_dev;
@@ -57,6 +57,48 @@ TEST_CASE("every copy method copies the bytes exactly", "[file-copy]") {
     // A clone writes nothing; where the filesystem refuses it, the fallback writes everything.
     CHECK((written == size || (method == CopyMethod::clone && written == 0)));
   }
+}
+
+TEST_CASE("a hashed copy's digest is that of the bytes copied, by every method, small or hashed beside the copy",
+          "[file-copy]") {
+  ScopedTempDir tmp;
+  // Below and past the size from which the copy is hashed on a thread beside it (32 MiB), neither a
+  // multiple of a buffer or a chunk.
+  for (const uint64_t size : {uint64_t{1048583}, uint64_t{41943053}}) {
+    hoist::test::run("head -c " + std::to_string(size) + " /dev/urandom > '" + (tmp / "in").string() + "'");
+    const hoist::Fd in(::open((tmp / "in").c_str(), O_RDONLY | O_CLOEXEC));
+    const hoist::Sha256Digest expected = hoist::sha256_of_file(in.get(), "in").value();
+    for (const CopyMethod method :
+         {CopyMethod::clone, CopyMethod::copy_range, CopyMethod::send_file, CopyMethod::read_write}) {
+      INFO(size << " bytes, method " << static_cast<int>(method));
+      hoist::DataCopier copier;
+      copier.force_method(method);
+      Files files = open_pair(tmp / "in", tmp / "out", O_RDWR);
+      uint64_t last_progress = 0;
+      hoist::Sha256Digest digest{};
+      const uint64_t written = copier
+                                   .copy_hashed(files.in.get(), files.dev, files.out.get(), files.dev, size, digest,
+                                                "in", "out", [&](uint64_t done) { last_progress = done; })
+                                   .value();
+      files.out.reset();
+      CHECK(digest == expected);
+      CHECK(hoist::test::read_text(tmp / "out") == hoist::test::read_text(tmp / "in"));
+      CHECK(last_progress == size);
+      CHECK((written == size || (method == CopyMethod::clone && written == 0)));
+    }
+  }
+}
+
+TEST_CASE("a big hashed copy that cannot read its copy back fails naming the copy", "[file-copy]") {
+  ScopedTempDir tmp;
+  hoist::test::run("head -c 41943053 /dev/zero > '" + (tmp / "in").string() + "'");
+  hoist::DataCopier copier;
+  Files files = open_pair(tmp / "in", tmp / "out", O_WRONLY);
+  hoist::Sha256Digest digest{};
+  auto copied =
+      copier.copy_hashed(files.in.get(), files.dev, files.out.get(), files.dev, 41943053, digest, "in", "the copy");
+  REQUIRE_FALSE(copied);
+  CHECK(copied.error().message == "failed to read 'the copy': Bad file descriptor");
 }
 
 TEST_CASE("a method the filesystems refuse is not tried again for that pair", "[file-copy]") {

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 
 namespace hoist {
 
@@ -21,6 +23,8 @@ namespace {
 constexpr size_t k_buffer_size = size_t{256} * 1024;
 // copy_file_range is asked for this much at a time, so progress moves on big files.
 constexpr size_t k_range_chunk = size_t{8} << 20U;
+// From this size on, a hashed copy is made in the kernel and hashed beside it (CopyHasher).
+constexpr uint64_t k_hash_beside_from = uint64_t{4} * k_range_chunk;
 
 char* thread_buffer(int which) {
   thread_local std::unique_ptr<char[]> buffers[2];
@@ -71,6 +75,114 @@ Expected<void> write_full(int fd, const char* data, size_t size, std::string_vie
   }
   return {};
 }
+
+/// Hashes the copy a kernel copy is writing, on a thread of its own, up to the bytes the copy has
+/// reported written: the copy and the hash of a big file take the longer of their two times, not
+/// their sum. What is hashed is read back from the copy, so it is what was written even when the
+/// source changes meanwhile. The destructor stops and joins the thread.
+class CopyHasher {
+ public:
+  CopyHasher(int copy, std::string_view display) : m_copy(copy), m_display(display), m_thread([this] { run(); }) {}
+  CopyHasher(const CopyHasher&) = delete;
+  CopyHasher& operator=(const CopyHasher&) = delete;
+  CopyHasher(CopyHasher&&) = delete;
+  CopyHasher& operator=(CopyHasher&&) = delete;
+  ~CopyHasher() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_ended = true;
+      m_stop = true;
+    }
+    m_wake.notify_one();
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+
+  /// The copy holds its first `written` bytes.
+  void written(uint64_t written) {
+    {
+      std::lock_guard lock(m_mutex);
+      m_written = std::max(m_written, written);
+    }
+    m_wake.notify_one();
+  }
+
+  /// The copy is complete with its first `size` bytes (or fewer, if the file ended before): the digest of
+  /// what it holds.
+  Expected<Sha256Digest> finish(uint64_t size) {
+    {
+      std::lock_guard lock(m_mutex);
+      m_written = std::max(m_written, size);
+      m_ended = true;
+    }
+    m_wake.notify_one();
+    m_thread.join();
+    if (m_errnum != 0) {
+      return sys_error("read " + in_quotes(m_display), m_errnum);
+    }
+    return m_digest;
+  }
+
+ private:
+  void run() {
+    Sha256 sha;
+    auto buffer = std::make_unique<char[]>(k_buffer_size);
+    uint64_t hashed = 0;
+    for (;;) {
+      uint64_t until = 0;
+      bool ended = false;
+      {
+        std::unique_lock lock(m_mutex);
+        m_wake.wait(lock, [&] { return m_stop || m_ended || m_written > hashed; });
+        if (m_stop) {
+          return;
+        }
+        until = m_written;
+        ended = m_ended;
+      }
+      while (hashed < until) {
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(k_buffer_size, until - hashed));
+        const ssize_t n = ::pread(m_copy, buffer.get(), want, static_cast<off_t>(hashed));
+        if (n < 0 && errno == EINTR) {
+          continue;
+        }
+        if (n < 0) {
+          m_errnum = errno;
+          return;
+        }
+        if (n == 0) {
+          // The copy ends here (the source shrank while it was copied): what it holds is what is hashed,
+          // once the copy is over.
+          std::unique_lock lock(m_mutex);
+          m_wake.wait(lock, [&] { return m_stop || m_ended; });
+          if (m_stop) {
+            return;
+          }
+          ended = true;
+          break;
+        }
+        sha.update(std::as_bytes(std::span(buffer.get(), static_cast<size_t>(n))));
+        hashed += static_cast<uint64_t>(n);
+      }
+      if (ended) {
+        m_digest = sha.final_digest();
+        return;
+      }
+    }
+  }
+
+  int m_copy;
+  std::string m_display;
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  uint64_t m_written = 0;
+  bool m_ended = false;
+  bool m_stop = false;
+  int m_errnum = 0;  // written by the thread, read after join()
+  Sha256Digest m_digest{};
+  std::thread m_thread;  // last: it starts once the members above exist
+};
 
 }  // namespace
 
@@ -187,6 +299,28 @@ Expected<uint64_t> DataCopier::copy(int in, dev_t in_dev, int out, dev_t out_dev
 Expected<uint64_t> DataCopier::copy_hashed(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size,
                                            Sha256Digest& digest, std::string_view in_display,
                                            std::string_view out_display, const CopyProgress& progress) {
+  if (size >= k_hash_beside_from) {
+    CopyHasher hasher(out, out_display);
+    auto copied = copy(
+        in, in_dev, out, out_dev, size, in_display, out_display,
+        [&](uint64_t done) {
+          hasher.written(done);
+          if (progress) {
+            progress(done);
+          }
+        },
+        CopyExtent::whole_file);
+    if (!copied) {
+      return copied.error();
+    }
+    // 0 bytes written is a clone, of the whole file.
+    auto hashed = hasher.finish(*copied == 0 ? size : *copied);
+    if (!hashed) {
+      return hashed.error();
+    }
+    digest = *hashed;
+    return *copied;
+  }
   if (size > 0 && method_for(in_dev, out_dev) == CopyMethod::clone) {
     if (::ioctl(out, FICLONE, in) == 0) {
       auto hashed = sha256_of_file(out, out_display);

@@ -47,10 +47,12 @@ class DataCopier {
                           std::string_view out_display, const CopyProgress& progress = {},
                           CopyExtent extent = CopyExtent::whole_file);
 
-  /// copy() of a whole file that also takes the SHA-256 of the bytes the copy holds, into `digest`: of
-  /// the buffer each read(2) filled and write(2) wrote, so that what is hashed is what was written even
-  /// when the source changes meanwhile (a clone is hashed from the copy, which shares its extents). Kernel
-  /// copies are skipped: their bytes never pass through here, and hashing them would read the file again.
+  /// copy() of a whole file that also takes the SHA-256 of the bytes the copy holds, into `digest`, so
+  /// that what is hashed is what was written even when the source changes meanwhile. A small file goes
+  /// through one buffer that read(2) fills, the hash reads and write(2) writes (a kernel copy would have
+  /// to be read again to be hashed). From 32 MiB on, copy() copies (or clones) it and a thread of its own
+  /// hashes what the copy holds as the copy reports it written: the two take the longer of their times.
+  /// A clone is hashed from the copy, which shares its extents.
   /// `out` is open for reading and writing (O_RDWR), since a clone is read back to be hashed.
   Expected<uint64_t> copy_hashed(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size, Sha256Digest& digest,
                                  std::string_view in_display, std::string_view out_display,
