@@ -163,6 +163,43 @@ def test_a_big_files_same_size_same_mtime_change_is_installed_and_indexed_by_the
     assert os.readlink(host_root / "opt/c/current") == "2.0.0"
 
 
+def pids_hierarchy():
+    """The cgroup directory under which a group with its own pids.max can be made (v1's pids controller, or v2's
+    root with pids delegated), or None."""
+    v1 = Path("/sys/fs/cgroup/pids")
+    if (v1 / "cgroup.procs").exists():
+        return v1
+    v2 = Path("/sys/fs/cgroup")
+    try:
+        if "pids" in (v2 / "cgroup.subtree_control").read_text().split():
+            return v2
+    except OSError:
+        pass
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or pids_hierarchy() is None,
+                    reason="needs root and a cgroup pids controller to limit hoist's threads")
+def test_a_big_file_installs_where_no_thread_can_be_started_for_its_hash(host_root, tmp_path):
+    # A pod's pids limit: with --threads 1 hoist runs on its one thread, and the thread that hashes a big file beside
+    # its copy cannot be started. The copy is then hashed through its buffer, as a small file's is.
+    group = pids_hierarchy() / f"hoist-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "pids.max").write_text("1\n")
+        content = os.urandom(BIG)
+        source = reproducible_tree(tmp_path / "tree", {**V1, "lib/big.bin": content})
+        enter = ("sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh")
+        upgrade(host_root, *tree_args(source, "1.0.0", "--threads", "1"), wrapper=enter, check=0)
+        refused = int((group / "pids.events").read_text().split()[1]) if (group / "pids.events").exists() else None
+    finally:
+        group.rmdir()
+    assert refused != 0, "the pids limit refused no thread: the test did not test what it says"
+    installed = host_root / "opt/c/1.0.0/lib/big.bin"
+    assert installed.read_bytes() == content
+    assert read_content_index(index_of(host_root, "1.0.0"))[b"lib/big.bin"][0] == hashlib.sha256(content).digest()
+
+
 @pytest.mark.parametrize("form", ["directory", "tar"])
 def test_a_mode_only_change_is_installed_without_touching_the_old_version(host_root, tmp_path, form):
     sources = {"1.0.0": payload(tmp_path, "1.0.0", V1, form)}

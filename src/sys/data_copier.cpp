@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <system_error>
 #include <thread>
 
 namespace hoist {
@@ -79,10 +80,17 @@ Expected<void> write_full(int fd, const char* data, size_t size, std::string_vie
 /// Hashes the copy a kernel copy is writing, on a thread of its own, up to the bytes the copy has
 /// reported written: the copy and the hash of a big file take the longer of their two times, not
 /// their sum. What is hashed is read back from the copy, so it is what was written even when the
-/// source changes meanwhile. The destructor stops and joins the thread.
+/// source changes meanwhile. The destructor stops and joins the thread. Where no thread can be started (a
+/// pod's pids limit), started() is false and the caller hashes as it copies.
 class CopyHasher {
  public:
-  CopyHasher(int copy, std::string_view display) : m_copy(copy), m_display(display), m_thread([this] { run(); }) {}
+  CopyHasher(int copy, std::string_view display) : m_copy(copy), m_display(display) {
+    try {
+      m_thread = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+      // EAGAIN: no thread to spare; started() says so.
+    }
+  }
   CopyHasher(const CopyHasher&) = delete;
   CopyHasher& operator=(const CopyHasher&) = delete;
   CopyHasher(CopyHasher&&) = delete;
@@ -98,6 +106,8 @@ class CopyHasher {
       m_thread.join();
     }
   }
+
+  [[nodiscard]] bool started() const noexcept { return m_thread.joinable(); }
 
   /// The copy holds its first `written` bytes.
   void written(uint64_t written) {
@@ -181,7 +191,7 @@ class CopyHasher {
   bool m_stop = false;
   int m_errnum = 0;  // written by the thread, read after join()
   Sha256Digest m_digest{};
-  std::thread m_thread;  // last: it starts once the members above exist
+  std::thread m_thread;  // last: it starts once the members above exist (in the constructor's body)
 };
 
 }  // namespace
@@ -300,26 +310,27 @@ Expected<uint64_t> DataCopier::copy_hashed(int in, dev_t in_dev, int out, dev_t 
                                            Sha256Digest& digest, std::string_view in_display,
                                            std::string_view out_display, const CopyProgress& progress) {
   if (size >= k_hash_beside_from) {
-    CopyHasher hasher(out, out_display);
-    auto copied = copy(
-        in, in_dev, out, out_dev, size, in_display, out_display,
-        [&](uint64_t done) {
-          hasher.written(done);
-          if (progress) {
-            progress(done);
-          }
-        },
-        CopyExtent::whole_file);
-    if (!copied) {
-      return copied.error();
+    if (CopyHasher hasher(out, out_display); hasher.started()) {
+      auto copied = copy(
+          in, in_dev, out, out_dev, size, in_display, out_display,
+          [&](uint64_t done) {
+            hasher.written(done);
+            if (progress) {
+              progress(done);
+            }
+          },
+          CopyExtent::whole_file);
+      if (!copied) {
+        return copied.error();
+      }
+      // 0 bytes written is a clone, of the whole file.
+      auto hashed = hasher.finish(*copied == 0 ? size : *copied);
+      if (!hashed) {
+        return hashed.error();
+      }
+      digest = *hashed;
+      return *copied;
     }
-    // 0 bytes written is a clone, of the whole file.
-    auto hashed = hasher.finish(*copied == 0 ? size : *copied);
-    if (!hashed) {
-      return hashed.error();
-    }
-    digest = *hashed;
-    return *copied;
   }
   if (size > 0 && method_for(in_dev, out_dev) == CopyMethod::clone) {
     if (::ioctl(out, FICLONE, in) == 0) {

@@ -51,7 +51,8 @@ class DataCopier {
   /// that what is hashed is what was written even when the source changes meanwhile. A small file goes
   /// through one buffer that read(2) fills, the hash reads and write(2) writes (a kernel copy would have
   /// to be read again to be hashed). From 32 MiB on, copy() copies (or clones) it and a thread of its own
-  /// hashes what the copy holds as the copy reports it written: the two take the longer of their times.
+  /// hashes what the copy holds as the copy reports it written: the two take the longer of their times
+  /// (where no thread can be started, as under a pod's pids limit, it goes through the buffer too).
   /// A clone is hashed from the copy, which shares its extents.
   /// `out` is open for reading and writing (O_RDWR), since a clone is read back to be hashed.
   Expected<uint64_t> copy_hashed(int in, dev_t in_dev, int out, dev_t out_dev, uint64_t size, Sha256Digest& digest,
