@@ -83,21 +83,36 @@ class RealCluster:
         return f"/run/hoist-kube/{node}/containerd.sock"
 
     def import_image(self, image, work_dir):
-        """podman's image into every node's containerd, as an OCI archive. A failed import is tried once more after
-        5 s, and a failure that the second try repairs is reported as a warning with what the first one said."""
+        """podman's image into every node's containerd, as an OCI archive, named by the archive's own ref annotation
+        (podman save writes the image's name there). Not with `--index-name`, which also makes an image of the
+        archive's index.json, unpacked first: on the node `vm` of a CI run, every unpack of that index failed with
+        `content digest ...: not found`, twice 5 s apart, where the manifest's image imports alone. A failed import
+        is tried once more after 5 s with the name removed first, and a failure that the second try repairs is
+        reported as a warning with what the first one said. Each import is checked by listing the name."""
         archive = Path(work_dir) / (image.replace("/", "_").replace(":", "_") + ".tar")
         if not archive.exists():
             saved = subprocess.run([str(PODMAN), "save", "--format", "oci-archive", "-o", str(archive), image],
                                    capture_output=True, text=True, timeout=300)
             assert saved.returncode == 0, f"podman save {image} exited {saved.returncode}:\n{saved.stderr}"
         for node in self.nodes:
-            argv = ["ctr", "--address", self.containerd(node), "-n", "k8s.io", "images", "import", "--index-name",
-                    image, str(archive)]
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+            ctr = ["ctr", "--address", self.containerd(node), "-n", "k8s.io", "images"]
+
+            def imported():
+                result = subprocess.run([*ctr, "import", str(archive)], capture_output=True, text=True, timeout=300)
+                if result.returncode == 0:
+                    listed = subprocess.run([*ctr, "ls", "-q", f"name=={image}"], capture_output=True, text=True,
+                                            timeout=60)
+                    if listed.stdout.split() != [image]:
+                        result.returncode = 1
+                        result.stderr += f"\n{image} is not listed after the import: {listed.stdout!r}"
+                return result
+
+            result = imported()
             if result.returncode != 0:
                 first = result
                 time.sleep(5)
-                result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+                subprocess.run([*ctr, "rm", image], capture_output=True, timeout=60)
+                result = imported()
                 assert result.returncode == 0, (
                     f"ctr images import {image} on {node} exited {first.returncode}:\n{first.stderr}\n{first.stdout}"
                     f"\nand again {result.returncode}:\n{result.stderr}\n{result.stdout}")
