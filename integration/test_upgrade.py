@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -181,6 +180,25 @@ def test_a_verified_payload_installs(host_root, payloads, tmp_path):
     sums = sums_for_tree(v2, tmp_path / "SHA256SUMS")
     result = upgrade(host_root, *tree_args(v2, "1.1.0", "--sha256sums", sums), check=0)
     assert f"app: verified {v2} against {sums}" in result.stderr
+
+
+def test_sums_inside_the_payload_are_no_payload_file_however_they_are_named(host_root, payloads, tmp_path):
+    """SHA256SUMS and its signature shipped inside the payload do not list themselves; they are told apart from
+    payload files by what they are, also when the option names them through a symlink of another name."""
+    _, v2 = payloads
+    sums_for_tree(v2, tmp_path / "sums.txt")
+    (tmp_path / "sums.txt").rename(v2 / "SHA256SUMS")
+    (tmp_path / "release-sums").symlink_to(v2 / "SHA256SUMS")
+    result = upgrade(host_root, *tree_args(v2, "1.1.0", "--sha256sums", tmp_path / "release-sums"), check=0)
+    assert f"app: verified {v2} against {tmp_path / 'release-sums'}" in result.stderr
+    installed = read_tree(host_root / "opt/app/1.1.0")
+    assert installed["SHA256SUMS"] == (v2 / "SHA256SUMS").read_bytes()
+    # A file of the sums' name that is not the sums file is a payload file, and unlisted it is refused.
+    (v2 / "sub").mkdir()
+    (v2 / "sub/SHA256SUMS").write_text("not the sums\n")
+    result = upgrade(host_root, *tree_args(v2, "1.2.0", "--sha256sums", tmp_path / "release-sums"), check=5)
+    assert "'sub/SHA256SUMS'" in result.stderr
+    assert state_of(host_root, "app")["current"] == "1.1.0"
 
 
 def test_dry_run_prints_the_changes_and_changes_nothing(host_root, payloads):
