@@ -6,19 +6,23 @@ into another; `rsync -n -i -c -aHAX --delete` must find nothing to do from v2 to
 destinations must be equal entry by entry (hard-link groups included), hoist's content index must describe every
 regular file of its destination (digest and stamp), and after `hoist rollback` nothing to do from v1. Half as many
 pairs go through the tree kind: v2's version directory and, after the rollback, v1's must be what rsync finds
-nothing to do for, with the payload's link groups.
+nothing to do for, with the payload's link groups; an eighth of them once more with io_uring refused to hoist, whose
+read-ahead then takes its other path.
 Every pair also goes through a payload directory kept and updated in place (`rsync -c --inplace` from v1 to v2),
 so that hoist's second run meets payload files it read in the first: the unchanged ones it need not read again, the
 ones rewritten in place under the same size and mtime it must.
 HOIST_DIFF_TREES sets how many pairs (default 24); each prints its seed, and HOIST_TEST_SEED=N replays one. They
 need root (chown)."""
 
+import ctypes
 import hashlib
 import os
 import random
+import shutil
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -234,8 +238,18 @@ def test_sync_and_rollback_agree_with_rsync_on_a_random_tree(host_root, tmp_path
     assert rsync("-n", "-i", "-c", "-aHAX", "--delete", f"{v1}/", f"{dest}/") == []
 
 
-@pytest.mark.parametrize("seed", SEEDS[: max(1, len(SEEDS) // 2)])
-def test_a_tree_upgrade_and_rollback_agree_with_rsync_on_a_random_tree(host_root, tmp_path, seed):
+# Runs hoist with io_uring_setup refused (ENOSYS), as a container runtime's default seccomp profile refuses it: the
+# read-ahead then advises the kernel file by file.
+DENY_SYSCALLS = Path(os.environ.get("HOIST_BUILD_DIR") or "/nonexistent") / "hoist-deny-syscalls"
+IO_URING_SETUP = 425  # the same number on every architecture
+
+
+@pytest.mark.parametrize("seed,io_uring", [(seed, "used") for seed in SEEDS[: max(1, len(SEEDS) // 2)]] +
+                         [(seed, "refused") for seed in SEEDS[: max(1, len(SEEDS) // 8)]])
+def test_a_tree_upgrade_and_rollback_agree_with_rsync_on_a_random_tree(host_root, tmp_path, seed, io_uring):
+    if io_uring == "refused" and not DENY_SYSCALLS.exists():
+        pytest.skip(f"{DENY_SYSCALLS} is not built (HOIST_BUILD_DIR unset): no way to refuse io_uring to hoist")
+    wrapper = (str(DENY_SYSCALLS), str(IO_URING_SETUP), "--") if io_uring == "refused" else ()
     v1, v2 = random_versions(tmp_path, seed)
     app = host_root / "opt/app"
     args = ["--component", "app", "--kind", "tree", "--destination", "/opt/app"]
@@ -245,8 +259,8 @@ def test_a_tree_upgrade_and_rollback_agree_with_rsync_on_a_random_tree(host_root
         return [line for line in rsync("-n", "-i", "-c", "-aHAX", "--delete", f"{source}/", f"{installed}/")
                 if not line.endswith(b" ./")]
 
-    upgrade(host_root, *args, "--source", v1, "--version", "1.0.0", check=0)
-    upgrade(host_root, *args, "--source", v2, "--version", "2.0.0", check=0)
+    upgrade(host_root, *args, "--source", v1, "--version", "1.0.0", check=0, wrapper=wrapper)
+    upgrade(host_root, *args, "--source", v2, "--version", "2.0.0", check=0, wrapper=wrapper)
     assert differences(v2, app / "current") == []
     assert differences(v1, app / "1.0.0") == []  # the old version, from which unchanged files were linked, intact
     assert describe(app / "2.0.0")[1] == describe(v2)[1]  # the payload's link groups, not the old version's
@@ -283,3 +297,47 @@ def test_a_payload_directory_updated_in_place_syncs_as_rsync_finds_it(host_root,
         assert rsync("-n", "-i", "-c", "-aHAX", "--delete", f"{payload}/", f"{dest}/") == [], seed
         check_index(host_root / f"var/lib/hoist/app{number}/.index/2.0.0", dest, ctime_may_move=True)
     assert recorded > 0, "no payload file was recorded as read: the second runs met none they had read"
+
+
+def io_uring_available():
+    """Whether this process may make an io_uring (io_uring_setup(2) through libc's syscall())."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    fd = libc.syscall(IO_URING_SETUP, 4, params)
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed: no way to see which path ran")
+def test_the_read_ahead_starts_reads_through_io_uring_and_file_by_file_where_it_is_refused(host_root, tmp_path):
+    """Which path the refused runs above take: with io_uring the payload's files are read ahead through the ring
+    (io_uring_enter, no posix_fadvise); refused, file by file with posix_fadvise. Both install the payload."""
+    if not DENY_SYSCALLS.exists():
+        pytest.skip(f"{DENY_SYSCALLS} is not built (HOIST_BUILD_DIR unset): no way to refuse io_uring to hoist")
+    payload = tmp_path / "payload"
+    for i in range(200):
+        (payload / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
+        (payload / f"d{i % 4}/f{i}").write_bytes(random.Random(i).randbytes(100 + i * 37))
+    calls = {}
+    for version, io_uring in (("1.0.0", "used"), ("2.0.0", "refused")):
+        counts = tmp_path / f"strace-{io_uring}"
+        wrapper = ("strace", "-f", "-c", "-o", str(counts), "-e", "trace=io_uring_setup,io_uring_enter,fadvise64")
+        if io_uring == "refused":
+            wrapper += (str(DENY_SYSCALLS), str(IO_URING_SETUP), "--")
+        upgrade(host_root, "--component", f"app-{io_uring}", "--kind", "tree", "--destination",
+                f"/opt/app-{io_uring}", "--source", payload, "--version", version, check=0, wrapper=wrapper)
+        assert rsync("-n", "-i", "-c", "-aHAX", "--delete", f"{payload}/", f"{host_root}/opt/app-{io_uring}/current/") \
+            in ([], [b".d..t...... ./"])
+        calls[io_uring] = {line.split()[-1]: int(line.split()[-2] if line.split()[-2].isdigit() else line.split()[-3])
+                           for line in counts.read_text().splitlines()
+                           if line.split() and line.split()[-1] in ("io_uring_setup", "io_uring_enter", "fadvise64")}
+    if not io_uring_available():
+        pytest.skip("io_uring_setup is refused to this test (a seccomp filter, the sysctl kernel.io_uring_disabled): "
+                    f"hoist takes one path only here ({calls['used']})")
+    assert calls["used"].get("io_uring_enter", 0) > 0, f"nothing was read ahead: {calls}"
+    assert calls["used"].get("fadvise64", 0) == 0, calls
+    # Not one call a file: the walk reads ahead only once it knows the copy reads (no clone), and a file it
+    # reaches first is left to the copy.
+    assert calls["refused"].get("io_uring_enter", 0) == 0 and calls["refused"].get("fadvise64", 0) > 0, calls

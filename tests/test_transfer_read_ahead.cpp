@@ -1,6 +1,6 @@
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -11,13 +11,18 @@
 #include <thread>
 #include <vector>
 
+#include "deny_syscalls.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/sys/read_ring.hpp"
 #include "hoist/util/fd.hpp"
+#include "page_cache.hpp"
 #include "read_ahead.hpp"
 #include "scoped_temp_dir.hpp"
 
 using hoist::DirEntry;
 using hoist::Fd;
+using hoist::test::evicted_file;
+using hoist::test::resident_pages;
 using hoist::test::ScopedTempDir;
 using hoist::test::write_text;
 using hoist::transfer::ReadAhead;
@@ -50,32 +55,6 @@ size_t index_of(const std::vector<DirEntry>& entries, const std::string& name) {
   const auto it = std::find_if(entries.begin(), entries.end(), [&](const DirEntry& e) { return e.name == name; });
   REQUIRE(it != entries.end());
   return static_cast<size_t>(it - entries.begin());
-}
-
-/// How many of the pages of `path` are in the page cache (mincore).
-size_t resident_pages(const std::filesystem::path& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  REQUIRE(fd);
-  struct stat st {};
-  REQUIRE(::fstat(fd.get(), &st) == 0);
-  const auto size = static_cast<size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
-  REQUIRE(map != MAP_FAILED);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> vec((size + page - 1) / page);
-  REQUIRE(::mincore(map, size, vec.data()) == 0);
-  ::munmap(map, size);
-  return static_cast<size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return (v & 1U) != 0; }));
-}
-
-/// Writes `path` durably and drops it from the page cache; false when the filesystem keeps it (tmpfs).
-bool evicted_file(const std::filesystem::path& path, size_t size) {
-  write_text(path, std::string(size, 'x'));
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  REQUIRE(fd);
-  REQUIRE(::fsync(fd.get()) == 0);
-  REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) == 0);
-  return resident_pages(path) == 0;
 }
 
 void sparse_file(const std::filesystem::path& path, off_t size) {
@@ -183,17 +162,18 @@ TEST_CASE("ReadAhead starts reads of the regular files a copy will read, and of 
   }
 }
 
-TEST_CASE("ReadAhead brings the files into the page cache before the walk reads them", "[transfer]") {
-  ScopedTempDir tmp;
+namespace {
+
+/// ReadAhead of six evicted files of `src` (one of them matching the old tree's size and mtime): each is
+/// brought into the page cache. False when the filesystem keeps file pages in memory (said, skipped).
+bool reads_files_into_the_page_cache(const ScopedTempDir& tmp) {
   const auto src = tmp / "src";
   const auto old = tmp / "old";
   std::filesystem::create_directories(old);
   constexpr size_t k_size = 64 << 10;
   for (int i = 0; i < 6; ++i) {
     if (!evicted_file(src / ("f" + std::to_string(i)), k_size)) {
-      WARN("skipped: the filesystem of " << tmp.path().string()
-                                         << " keeps file pages in memory (tmpfs?), so there is nothing to read ahead");
-      return;
+      return false;
     }
   }
   // Same size and mtime in the old tree: read all the same, as its content decides.
@@ -228,6 +208,52 @@ TEST_CASE("ReadAhead brings the files into the page cache before the walk reads 
   // every file of its window, the one that matches the old tree's size and mtime included: most of each is there.
   for (int i = 0; i < 6; ++i) {
     CHECK(resident_pages(src / ("f" + std::to_string(i))) >= pages / 2);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("ReadAhead brings the files into the page cache before the walk reads them", "[transfer]") {
+  ScopedTempDir tmp;
+  SECTION("through the thread's io_uring where it has one, else file by file") {
+    if (!reads_files_into_the_page_cache(tmp)) {
+      WARN("skipped: the filesystem of " << tmp.path().string()
+                                         << " keeps file pages in memory (tmpfs?), so there is nothing to read ahead");
+    }
+  }
+  SECTION(
+      "with every descriptor of the process's budget kept already, so that each file is closed after its read "
+      "is asked for") {
+    std::vector<hoist::transfer::KeptFile> kept;
+    for (int i = 0; i < hoist::transfer::KeptFile::k_kept_files; ++i) {
+      kept.emplace_back(Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+      REQUIRE(kept.back());
+    }
+    if (!reads_files_into_the_page_cache(tmp)) {
+      WARN("skipped: the filesystem of " << tmp.path().string()
+                                         << " keeps file pages in memory (tmpfs?), so there is nothing to read ahead");
+    }
+  }
+  SECTION("file by file on a thread whose io_uring_setup is refused, as a container runtime's seccomp profile does") {
+    // A seccomp filter binds the thread that installs it (and its children), not the test process.
+    bool has_ring = true;
+    bool filtered = false;
+    bool read = false;
+    std::thread thread([&] {
+      filtered = hoist::test::deny_syscalls({__NR_io_uring_setup});
+      if (filtered) {
+        has_ring = hoist::ReadRing::for_this_thread() != nullptr;
+        read = reads_files_into_the_page_cache(tmp);
+      }
+    });
+    thread.join();
+    REQUIRE(filtered);
+    CHECK_FALSE(has_ring);
+    if (!read) {
+      WARN("skipped: the filesystem of " << tmp.path().string()
+                                         << " keeps file pages in memory (tmpfs?), so there is nothing to read ahead");
+    }
   }
 }
 
@@ -268,8 +294,11 @@ TEST_CASE("ReadAhead stays within its window of files and bytes", "[transfer]") 
   ReadAhead files(small_dir.get(), -1, small_entries, Reading::every_file);
   files.before(0);
   CHECK(files.in_flight() == range(0, ReadAhead::k_files));
+  // The window is filled again once half of it is handled, so that its reads start together.
   files.before(10);
-  CHECK(files.in_flight() == range(10, 10 + ReadAhead::k_files));
+  CHECK(files.in_flight() == range(10, ReadAhead::k_files));
+  files.before(ReadAhead::k_files / 2);
+  CHECK(files.in_flight() == range(ReadAhead::k_files / 2, ReadAhead::k_files / 2 + ReadAhead::k_files));
   // Entries the walk has passed are not read ahead any more.
   ReadAhead late(small_dir.get(), -1, small_entries, Reading::every_file);
   late.before(90);

@@ -19,12 +19,16 @@ std::atomic<int> g_kept_files{0};
 
 }  // namespace
 
-KeptFile::KeptFile(Fd fd) noexcept {
+KeptFile::KeptFile(Fd fd) noexcept : KeptFile(keep_if_room(fd)) {}
+
+KeptFile KeptFile::keep_if_room(Fd& fd) noexcept {
+  KeptFile kept;
   if (fd && g_kept_files.fetch_add(1, std::memory_order_relaxed) < k_kept_files) {
-    m_fd = std::move(fd);
+    kept.m_fd = std::move(fd);
   } else if (fd) {
     g_kept_files.fetch_sub(1, std::memory_order_relaxed);
   }
+  return kept;
 }
 
 KeptFile& KeptFile::operator=(KeptFile&& other) noexcept {
@@ -52,7 +56,12 @@ const ContentIndex* recorded_sources(const TransferOptions& options) {
 
 ReadAhead::ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading,
                      RecordedSources recorded)
-    : m_source(source_dir), m_skip(skip_dir), m_entries(entries), m_reading(reading), m_recorded(recorded) {}
+    : m_source(source_dir),
+      m_skip(skip_dir),
+      m_entries(entries),
+      m_reading(reading),
+      m_recorded(recorded),
+      m_ring(reading == Reading::none ? nullptr : ReadRing::for_this_thread()) {}
 
 void ReadAhead::before(size_t index) {
   if (m_reading == Reading::none) {
@@ -63,11 +72,19 @@ void ReadAhead::before(size_t index) {
     m_slots.pop_front();
   }
   m_next = std::max(m_next, index);
+  // The window is filled again once half of it is handled, so that the reads it starts go to the kernel, and to
+  // the disk, together.
+  if (m_next > index + k_files / 2) {
+    return;
+  }
   while (m_next < m_entries.size() && m_next < index + k_files && m_bytes < k_bytes) {
     Slot& slot = m_slots.emplace_back();
     slot.index = m_next++;
     look(slot);
     m_bytes += slot.bytes;
+  }
+  if (m_ring != nullptr) {
+    m_ring->submit();
   }
 }
 
@@ -130,10 +147,16 @@ void ReadAhead::look(Slot& slot) const {
     return;
   }
   const uint64_t bytes = std::min(static_cast<uint64_t>(st.st_size), k_per_file);
-  if (::posix_fadvise(fd.get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED) == 0) {
+  const bool queued = m_ring != nullptr && m_ring->queue(fd.get(), bytes);
+  if (queued || ::posix_fadvise(fd.get(), 0, static_cast<off_t>(bytes), POSIX_FADV_WILLNEED) == 0) {
     slot.bytes = bytes;
   }
-  seen.source_fd = KeptFile(std::move(fd));
+  seen.source_fd = KeptFile::keep_if_room(fd);
+  if (fd && queued) {
+    // Not kept: the descriptor is closed below, and its number may be another file's by the time the ring is
+    // submitted (a pipe, whose read would never end). The kernel takes the file now.
+    m_ring->submit();
+  }
 }
 
 Reading payload_reading(bool dry_run, DataCopier& copier, dev_t source, dev_t dest, const TransferOptions& options) {

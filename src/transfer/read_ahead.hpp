@@ -5,11 +5,13 @@
 //
 // A thread that copies small files one by one waits on the disk for each one
 // (a cold read costs more than the copy). ReadAhead asks the kernel to start
-// reading the next files (posix_fadvise WILLNEED returns at once), so that the
-// disk has several reads in flight while the thread copies the current file.
-// It is advice only: a file it cannot open or stat is left to the copy, which
-// reports the error. The lstats it takes to choose are handed to the walk,
-// which then does not take them again.
+// reading the next files, so that the disk has several reads in flight while
+// the thread copies the current file: through the thread's ReadRing, which
+// hands the reads of half a window to the kernel in one call and so to the disk
+// as one batch, or, where io_uring cannot be used, with posix_fadvise WILLNEED
+// file by file. Both return at once. It is advice only: a file it cannot open
+// or stat is left to the copy, which reports the error. The lstats it takes to
+// choose are handed to the walk, which then does not take them again.
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -22,6 +24,7 @@
 
 #include "hoist/sys/data_copier.hpp"
 #include "hoist/sys/directory.hpp"
+#include "hoist/sys/read_ring.hpp"
 #include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/transfer.hpp"
 #include "hoist/util/fd.hpp"
@@ -60,6 +63,8 @@ class KeptFile {
   KeptFile() = default;
   /// Keeps `fd` while the budget allows; else closes it and holds none.
   explicit KeptFile(Fd fd) noexcept;
+  /// Takes `fd` (leaving it closed) while the budget allows; else holds none and leaves `fd` open.
+  [[nodiscard]] static KeptFile keep_if_room(Fd& fd) noexcept;
   KeptFile(KeptFile&& other) noexcept : m_fd(std::move(other.m_fd)) {}
   KeptFile& operator=(KeptFile&& other) noexcept;
   KeptFile(const KeptFile&) = delete;
@@ -102,7 +107,8 @@ class ReadAhead {
   ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading,
             RecordedSources recorded = {});
 
-  /// Call before the walk handles entries[index]: starts the reads of the next files.
+  /// Call before the walk handles entries[index]: starts the reads of the next files, once at most half of
+  /// k_files are ahead of it (then up to k_files ahead, within k_bytes).
   void before(size_t index);
 
   /// The lstats taken of entries[index], valid until the next before(); nullptr
@@ -128,6 +134,7 @@ class ReadAhead {
   const std::vector<DirEntry>& m_entries;
   Reading m_reading;
   RecordedSources m_recorded;
+  ReadRing* m_ring;  ///< this thread's, or nullptr: posix_fadvise
   size_t m_next = 0;
   uint64_t m_bytes = 0;      ///< read ahead of the walk and not handled yet
   std::deque<Slot> m_slots;  ///< entries [m_slots.front().index, m_next), each looked at
