@@ -82,7 +82,10 @@ TEST_CASE("a thread whose io_uring_setup is refused has no ReadRing, and other t
     refused_has_ring = filtered && ReadRing::for_this_thread() != nullptr;
   });
   thread.join();
-  REQUIRE(filtered);
+  if (!filtered) {
+    WARN("skipped: no seccomp filter can be installed here (qemu-user refuses a guest's): the ctest stage runs it");
+    return;
+  }
   CHECK_FALSE(refused_has_ring);
   bool later_has_ring = false;
   std::thread later([&] { later_has_ring = ReadRing::for_this_thread() != nullptr; });
