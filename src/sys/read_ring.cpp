@@ -165,7 +165,9 @@ void ReadRing::submit() noexcept {
     do {
       submitted = io_uring_enter(m_ring.get(), m_queued, 0, 0);
     } while (submitted < 0 && errno == EINTR);
-    if (submitted < 0) {
+    // None taken of what is queued (an error, or entries the kernel dropped): no later call would take them
+    // either, and queue() would wait for room forever.
+    if (submitted <= 0) {
       m_broken = true;
       return;
     }
