@@ -57,16 +57,28 @@ COPY cmake cmake
 COPY include include
 COPY src src
 # The binary only (no tests, no Catch2), at -O2 as CI's RelWithDebInfo build
-# but without the debug info that strip would drop anyway (a faster compile).
+# but by default without the debug info that strip would drop anyway (a faster
+# compile; -g does not change the code GCC generates). With the host's compiler
+# cache mounted at /ccache (scripts/image mounts scripts/build's, and passes
+# scripts/build's flags and -Werror setting), every object the host's build
+# compiled from the same sources is a cache hit: the build directory sits in
+# the source directory, as build/ does on the host, so that the paths ccache
+# hashes relative to it are the same.
 # The context has no .git: the commit comes from scripts/image, for `hoist
 # version`. It is the last commit that changed what this file builds from, so
 # a commit that changed only tests or docs reuses this layer (docs/manifest.md
 # aside: hoist.json(5) is written from it, by the build and below).
 ARG HOIST_REVISION=unknown
+ARG HOIST_COMPILE_FLAGS="-O2 -DNDEBUG"
+ARG HOIST_WERROR=OFF
 RUN set -eu; \
-    HOIST_BUILD_DIR=/build scripts/build -DHOIST_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DHOIST_REVISION="$HOIST_REVISION" \
-        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"; \
+    ccache_dir=; [ ! -d /ccache ] || ccache_dir=/ccache; \
+    export CCACHE_STATSLOG=/tmp/ccache-stats.log; \
+    HOIST_BUILD_DIR=/src/build scripts/build -DHOIST_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DHOIST_REVISION="$HOIST_REVISION" -DHOIST_WERROR="$HOIST_WERROR" -DHOIST_CCACHE_DIR="$ccache_dir" \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$HOIST_COMPILE_FLAGS" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$HOIST_COMPILE_FLAGS"; \
+    [ -z "$ccache_dir" ] || ccache --show-log-stats; rm -f "$CCACHE_STATSLOG"; \
+    mv /src/build /build; \
     file /build/hoist | grep -q 'static-pie linked'; \
     tools=; run=; \
     if [ -n "$HOIST_TARGET_ARCH" ]; then \
