@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <exception>
+#include <stop_token>
+#include <thread>
 
 #include "hoist/util/error.hpp"
 #include "transfer_support.hpp"
@@ -43,19 +46,39 @@ std::string PayloadWalk::payload_display(std::string_view relpath) const {
 }
 
 void PayloadWalk::walk(int root, std::function<void()> walk_root) {
+  // A progress bar needs a total. The tree compared against has a content index: its size stands for the
+  // payload's (a version's next differs from it by what changed). Else a walk of the payload's inodes counts it,
+  // on a thread of its own beside the transfer, which shows no total until the count has one (as rsync's
+  // incremental recursion shows a total still growing). Counted first, a first install of 100,000 small files
+  // waited for its 100,000 stats: 4.5-5.2 s against 4.3 s without a count; beside the copy the count takes the
+  // time the copy's threads wait on the disk, and the inodes it reads are then cached for the copy.
+  std::jthread count;
   if (m_options.on_progress) {
-    // A progress bar needs a total. The tree compared against has a content index: its size stands for the
-    // payload's (a version's next differs from it by what changed). Else one walk of the payload's inodes, which
-    // the copy then finds cached: a first install copies every byte, and the walk costs little beside that, while
-    // beside a re-run's comparison, which reads no file, it took a quarter of the time.
     if (m_options.known != nullptr) {
       m_counters.set_total(m_options.known->total_bytes(), true);
     } else {
-      m_counters.set_total(tree_bytes(root, m_payload.path().string(), m_pool), false);
+      count = std::jthread([this, root](const std::stop_token& stop) { count_total(root, stop); });
     }
   }
   m_pool.submit(std::move(walk_root));
+  // Should the transfer throw, the count is stopped and joined (~jthread): the process is single-threaded again
+  // before walk() returns, as after WorkPool::run.
   m_pool.run([this]() { m_counters.poll(); }, Counters::k_interval);
+  if (count.joinable()) {
+    count.join();
+  }
+}
+
+void PayloadWalk::count_total(int root, const std::stop_token& stop) {
+  try {
+    WorkPool alone(1);
+    const uint64_t bytes = tree_bytes(root, m_payload.path().string(), alone, stop);
+    if (!stop.stop_requested()) {
+      m_counters.set_total(bytes, false);
+    }
+  } catch (const std::exception&) {
+    // No total, then: the transfer's own walk meets what the count could not read, and says so.
+  }
 }
 
 void PayloadWalk::set_aside_link(std::string_view parent, const std::string& name, const struct stat& st, bool fresh) {

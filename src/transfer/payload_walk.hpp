@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,9 +76,12 @@ class PayloadWalk {
   [[nodiscard]] std::string payload_display(std::string_view relpath) const;
 
   /// Walks the payload from its root directory `root`: `walk_root` runs on
-  /// the threads (after the progress total's walk, when progress is asked
+  /// the threads (beside the progress total's count, when progress is asked
   /// for), and the call returns once every task it started has finished.
   void walk(int root, std::function<void()> walk_root);
+
+  /// The progress total: tree_bytes() of the payload on the calling thread, until `stop`.
+  void count_total(int root, const std::stop_token& stop);
 
   /// Sets aside a name of an inode with several, for after the walk.
   void set_aside_link(std::string_view parent, const std::string& name, const struct stat& st, bool fresh);

@@ -44,10 +44,10 @@ class Counters {
     add(m_bytes_removed, bytes);
   }
   void count_written(uint64_t bytes) { add(m_bytes_written, bytes); }
-  /// Set before the walk's threads start.
+  /// Set once, from any thread: before the walk, or by the count beside it (PayloadWalk::walk).
   void set_total(uint64_t bytes, bool estimated) {
-    m_bytes_total.store(bytes, std::memory_order_relaxed);
-    m_total_estimated = estimated;
+    m_total_estimated.store(estimated, std::memory_order_relaxed);
+    m_bytes_total.store(bytes, std::memory_order_release);
   }
 
   [[nodiscard]] TransferStats snapshot() const {
@@ -60,9 +60,9 @@ class Counters {
     stats.bytes_changed = load(m_bytes_changed);
     stats.bytes_removed = load(m_bytes_removed);
     stats.bytes_written = load(m_bytes_written);
-    stats.bytes_total = load(m_bytes_total);
+    stats.bytes_total = m_bytes_total.load(std::memory_order_acquire);
     stats.bytes_done = load(m_bytes_done);
-    stats.bytes_total_estimated = m_total_estimated;
+    stats.bytes_total_estimated = m_total_estimated.load(std::memory_order_relaxed);
     return stats;
   }
 
@@ -93,7 +93,7 @@ class Counters {
   std::atomic<uint64_t> m_files_added{0}, m_files_changed{0}, m_files_removed{0}, m_files_unchanged{0};
   std::atomic<uint64_t> m_bytes_added{0}, m_bytes_changed{0}, m_bytes_removed{0}, m_bytes_written{0};
   std::atomic<uint64_t> m_bytes_total{0}, m_bytes_done{0};
-  bool m_total_estimated = false;
+  std::atomic<bool> m_total_estimated{false};
 };
 
 }  // namespace hoist::transfer

@@ -301,7 +301,7 @@ namespace {
 /// several threads wait on the disk's inode reads at once.
 class TreeBytes {
  public:
-  explicit TreeBytes(WorkPool& pool) : m_pool(pool) {}
+  TreeBytes(WorkPool& pool, const std::stop_token& stop) : m_pool(pool), m_stop(stop) {}
 
   uint64_t total(int dir, std::string_view display) {
     auto root = std::make_shared<Fd>(reopen_directory(dir, display).value());
@@ -316,7 +316,7 @@ class TreeBytes {
     sort_by_inode(entries);
     uint64_t bytes = 0;
     for (const DirEntry& entry : entries) {
-      if (m_pool.cancelled()) {
+      if (m_pool.cancelled() || m_stop.stop_requested()) {
         return;
       }
       struct stat st {};
@@ -341,6 +341,7 @@ class TreeBytes {
   }
 
   WorkPool& m_pool;
+  const std::stop_token& m_stop;
   std::atomic<uint64_t> m_bytes{0};
   std::mutex m_mutex;
   std::set<std::pair<dev_t, ino_t>> m_linked;
@@ -348,8 +349,8 @@ class TreeBytes {
 
 }  // namespace
 
-uint64_t tree_bytes(int dir, std::string_view display, WorkPool& pool) {
-  return TreeBytes(pool).total(dir, display);
+uint64_t tree_bytes(int dir, std::string_view display, WorkPool& pool, const std::stop_token& stop) {
+  return TreeBytes(pool, stop).total(dir, display);
 }
 
 }  // namespace hoist::transfer

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -164,7 +165,8 @@ struct LinkMember {
 void for_each_link_group(std::vector<LinkMember>& members, const std::function<void(size_t, size_t)>& group);
 
 /// The regular-file bytes under the open directory `dir`, each inode once:
-/// TransferStats::bytes_total. Walks with the threads of `pool`, which must be idle.
-uint64_t tree_bytes(int dir, std::string_view display, WorkPool& pool);
+/// TransferStats::bytes_total. Walks with the threads of `pool`, which must be idle;
+/// stops early, with what it counted so far, once `stop` is requested.
+uint64_t tree_bytes(int dir, std::string_view display, WorkPool& pool, const std::stop_token& stop);
 
 }  // namespace hoist::transfer
