@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <exception>
 #include <stop_token>
+#include <system_error>
 #include <thread>
 
 #include "hoist/util/error.hpp"
@@ -57,7 +58,12 @@ void PayloadWalk::walk(int root, std::function<void()> walk_root) {
     if (m_options.known != nullptr) {
       m_counters.set_total(m_options.known->total_bytes(), true);
     } else {
-      count = std::jthread([this, root](const std::stop_token& stop) { count_total(root, stop); });
+      try {
+        count = std::jthread([this, root](const std::stop_token& stop) { count_total(root, stop); });
+      } catch (const std::system_error&) {
+        // No thread to spare (a pod's pids limit refused it): counted first, with the pool's threads, as before.
+        m_counters.set_total(tree_bytes(root, m_payload.path().string(), m_pool, std::stop_token{}), false);
+      }
     }
   }
   m_pool.submit(std::move(walk_root));
