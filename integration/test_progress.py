@@ -15,7 +15,7 @@ from datetime import datetime
 
 import pytest
 
-from conftest import HOIST_BIN, record_output
+from conftest import HOIST_BIN, SANITIZER_ENV, record_output
 from payloads import make_tree
 
 STRACE = shutil.which("strace")
@@ -39,7 +39,7 @@ def test_a_terminal_gets_a_live_bar_redrawn_in_place(host_root, tmp_path):
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
     # 10 ms on each openat: the bar is redrawn for 2 s or more, long after the count of its total has ended.
     proc = subprocess.Popen(slowed([HOIST_BIN, *tree_args(host_root, source)], 10000), stdin=slave, stdout=slave,
-                            stderr=slave, env={"PATH": "/usr/bin:/bin", "TERM": "xterm"})
+                            stderr=slave, env={"PATH": "/usr/bin:/bin", "TERM": "xterm", **SANITIZER_ENV})
     os.close(slave)
     output = b""
     while True:
@@ -54,8 +54,8 @@ def test_a_terminal_gets_a_live_bar_redrawn_in_place(host_root, tmp_path):
             break
         output += chunk
     os.close(master)
-    assert proc.wait(timeout=60) == 0
     text = output.decode(errors="replace")
+    assert proc.wait(timeout=60) == 0, text
     record_output(proc.args, "", text)
     # A bar is drawn at the start of the line and erased to its end: "\rapp [####....]  42% 170 files ...\033[K",
     # redrawn in place at most ten times a second; once staged, it is erased and the summary is logged. The total
