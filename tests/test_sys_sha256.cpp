@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,7 @@ constexpr const char* k_sha256_empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4
 constexpr const char* k_sha256_abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 // FIPS 180-2's "one million 'a'" vector.
 constexpr const char* k_sha256_million_a = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0";
+constexpr const char* k_sha256_aaa = "9834876dcfb05cb167a5c24953eba58c4ac89b1adf57f28f2f9d09af107ee8f0";
 // 1 MiB of 'a', as coreutils' sha256sum computes it: four reads of the 256 KiB buffer.
 constexpr const char* k_sha256_mib_a = "9bc1b2a288b26af7257a36277ae3816a7d4f16e89c1e7e77d0a5c48bad62b360";
 
@@ -176,6 +178,48 @@ TEST_CASE("a read error from sha256_fd names the path it was given", "[sys][sha2
   const Expected<std::string> unnamed = sha256_fd(fd.get());
   REQUIRE_FALSE(unnamed.has_value());
   CHECK(unnamed.error().message == "failed to read fd " + std::to_string(fd.get()) + ": Is a directory");
+}
+
+TEST_CASE("sha256_of_file with a size hashes that many bytes, and reads no further to find the end", "[sys][sha256]") {
+  hoist::test::ScopedTempDir dir;
+  write_file(dir.path() / "abc", "abc");
+  write_file(dir.path() / "big", std::string(1U << 20U, 'a'));
+  const Fd abc(::open((dir.path() / "abc").c_str(), O_RDONLY | O_CLOEXEC));
+  const Fd big(::open((dir.path() / "big").c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(abc);
+  REQUIRE(big);
+
+  CHECK(to_hex(sha256_of_file(abc.get(), 3, "abc").value()) == k_sha256_abc);
+  CHECK(to_hex(sha256_of_file(abc.get(), 0, "abc").value()) == k_sha256_empty);
+  // The file ends first: what it holds.
+  CHECK(to_hex(sha256_of_file(abc.get(), 100, "abc").value()) == k_sha256_abc);
+  CHECK(to_hex(sha256_of_file(big.get(), 3, "big").value()) == k_sha256_aaa);
+  CHECK(to_hex(sha256_of_file(big.get(), 1U << 20U, "big").value()) == k_sha256_mib_a);
+  CHECK(to_hex(sha256_of_file(big.get(), "big").value()) == k_sha256_mib_a);
+  CHECK(::lseek(big.get(), 0, SEEK_CUR) == 0);
+
+  // One read for a file that fits the buffer, where reading to the end takes two (the second finds nothing).
+  const auto reads = []() {
+    std::ifstream io("/proc/thread-self/io");
+    std::string key;
+    uint64_t value = 0;
+    while (io >> key >> value) {
+      if (key == "syscr:") {
+        return value;
+      }
+    }
+    FAIL("no syscr in /proc/thread-self/io");
+    return value;
+  };
+  // The counter includes the reads of the counter's own file after its value was taken.
+  uint64_t before = reads();
+  const uint64_t own = reads() - before;
+  before = reads();
+  CHECK(to_hex(sha256_of_file(abc.get(), 3, "abc").value()) == k_sha256_abc);
+  CHECK(reads() - before - own == 1);
+  before = reads();
+  CHECK(to_hex(sha256_of_file(abc.get(), "abc").value()) == k_sha256_abc);
+  CHECK(reads() - before - own == 2);
 }
 
 TEST_CASE("digest_from_hex reads 64 hex digits of either case and nothing else", "[sys][sha256]") {

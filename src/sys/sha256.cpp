@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -148,6 +150,10 @@ Expected<std::string> sha256_fd(int fd, std::string_view display) {
 }
 
 Expected<Sha256Digest> sha256_of_file(int fd, std::string_view display) {
+  return sha256_of_file(fd, std::numeric_limits<uint64_t>::max(), display);
+}
+
+Expected<Sha256Digest> sha256_of_file(int fd, uint64_t size, std::string_view display) {
   // One buffer and one context a thread: a walk hashes 100,000 small files, and neither is worth making each time.
   thread_local std::unique_ptr<std::byte[]> buffer;
   thread_local std::optional<Sha256> sha;
@@ -157,9 +163,10 @@ Expected<Sha256Digest> sha256_of_file(int fd, std::string_view display) {
   if (!sha) {
     sha.emplace();
   }
-  off_t offset = 0;
-  for (;;) {
-    const ssize_t n = ::pread(fd, buffer.get(), k_read_buffer_size, offset);
+  uint64_t offset = 0;
+  while (offset < size) {
+    const auto want = static_cast<size_t>(std::min<uint64_t>(k_read_buffer_size, size - offset));
+    const ssize_t n = ::pread(fd, buffer.get(), want, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -172,7 +179,7 @@ Expected<Sha256Digest> sha256_of_file(int fd, std::string_view display) {
       break;
     }
     sha->update(std::span(buffer.get(), static_cast<std::size_t>(n)));
-    offset += n;
+    offset += static_cast<uint64_t>(n);
   }
   return sha->final_digest();
 }

@@ -146,7 +146,7 @@ Compared compare_node(SourceNode& source, const ExistingNode& existing, int dirf
       ours = options.known->vouch_source(at.dir, at.name, source.st);
     }
     if (!ours) {
-      ours = sha256_of_file(open_source(source, source_display), source_display).value();
+      ours = sha256_of_file(open_source(source, source_display), source.meta.size, source_display).value();
     }
     source_stamp = recordable_source(source, options);
   }

@@ -99,4 +99,9 @@ Expected<std::string> sha256_fd(int fd, std::string_view display = {});
 /// file offset stays where it is, through a buffer of the calling thread.
 Expected<Sha256Digest> sha256_of_file(int fd, std::string_view display);
 
+/// The SHA-256 of the first `size` bytes of `fd` (fewer where the file ends before), read as sha256_of_file()
+/// reads. A payload file is hashed as far as its lstat said it ends, as DataCopier copies it: what is compared is
+/// what would be copied, and the read that would only find the end of the file is not made.
+Expected<Sha256Digest> sha256_of_file(int fd, uint64_t size, std::string_view display);
+
 }  // namespace hoist
