@@ -159,7 +159,10 @@ class UpgradeCommand final : public Command {
                      "16 MiB (a decompression bomb; 0: no limit)")
         ->check(whole_number<uint64_t>(0))
         ->default_str(std::to_string(k_default_unpack_ratio));
-    m_app->add_option("--threads", m_threads, "the transfer's worker threads (default: twice the cores, at most 16)")
+    m_app
+        ->add_option("--threads", m_threads,
+                     "the worker threads of the transfer and of the payload's verification (default: twice the cores, "
+                     "at most 16)")
         ->check(whole_number(1, 64));
     if (m_mode == RunMode::stage) {
       add_stage_options();

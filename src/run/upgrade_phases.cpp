@@ -132,7 +132,7 @@ void UpgradeRun::verify_payload_of(Work& work) {
     installed = work.installer->installed_tree(work.installed_text());
   }
   try {
-    work.sums = verify_payload(spec, payload, installed ? &*installed : nullptr, &work.unread);
+    work.sums = verify_payload(spec, payload, installed ? &*installed : nullptr, &work.unread, m_options.threads);
   } catch (const Interrupted&) {
     throw;
   } catch (const Error& e) {

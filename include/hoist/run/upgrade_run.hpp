@@ -64,7 +64,8 @@ struct UpgradeOptions {
   /// Archive payloads: TransferOptions' limits against decompression bombs (0: none).
   uint64_t max_unpacked_bytes = 0;
   double max_unpack_ratio = 0;
-  /// The transfer's worker threads (TransferOptions::threads; 0: twice the cores, at most 16).
+  /// The worker threads of the transfer (TransferOptions::threads) and of a directory payload's verification (0:
+  /// twice the cores, at most 16).
   unsigned threads = 0;
   /// --health-check (every component's), --health-settle, --health-timeout; and what the checks need.
   HealthPolicy health;

@@ -1,14 +1,26 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "hoist/sys/sha256.hpp"
 #include "hoist/transfer/content_index.hpp"
 #include "hoist/transfer/payload.hpp"
 
 namespace hoist {
+
+/// The threads of a transfer, and of the verification of a directory payload: `asked` (--threads), or twice the
+/// cores (at most 16) when 0. A walk of small files waits on the disk about as long as it computes, so a second
+/// thread per core keeps both the disk and the core busy.
+inline unsigned transfer_threads(unsigned asked) {
+  if (asked != 0) {
+    return asked;
+  }
+  return std::clamp(2 * std::thread::hardware_concurrency(), 2U, 16U);
+}
 
 /// What a transfer did (or, in a dry run, would do), relative to the tree it
 /// compares against: the current version for staged kinds, the destination

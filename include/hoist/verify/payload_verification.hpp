@@ -29,8 +29,11 @@ namespace hoist {
 /// now, is not read: the transfer keeps the installed file (which holds the listed bytes), or, should it copy the
 /// payload's after all (its metadata differing), the staged copy's check (verify_staged_tree()) reads it there.
 /// `unread`, when given, gets a flag per entry of the sums (in their order): set for each file left unread.
+/// A directory payload is walked by `threads` threads (transfer_threads(): 0 is twice the cores), each directory a
+/// task, as the transfer walks it.
 std::optional<Sha256Sums> verify_payload(const ComponentSpec& spec, const Payload& payload,
-                                         const IndexedTree* installed = nullptr, std::vector<bool>* unread = nullptr);
+                                         const IndexedTree* installed = nullptr, std::vector<bool>* unread = nullptr,
+                                         unsigned threads = 0);
 
 /// Throws UsageError when `spec` names a sums entry (`--sha256sums-entry`) for a directory payload, whose files are
 /// listed under their own names: checked once for every run that verifies, before either way of verifying.
