@@ -1,0 +1,97 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string>
+
+#include "hoist/model/component.hpp"
+#include "hoist/sys/sha256.hpp"
+#include "hoist/transfer/payload.hpp"
+#include "hoist/util/error.hpp"
+#include "hoist/verify/payload_verification.hpp"
+#include "scoped_temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_file(const fs::path& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+  REQUIRE(out.good());
+}
+
+/// 30 directories (some nested) of 20 files each, and SHA256SUMS of every file beside the tree.
+struct SummedTree {
+  hoist::test::ScopedTempDir dir;
+  fs::path tree = dir.path() / "payload";
+  fs::path sums = dir.path() / "SHA256SUMS";
+
+  SummedTree() {
+    std::string lines;
+    for (int d = 0; d < 30; ++d) {
+      const std::string sub = (d % 3 == 0 ? "" : "d" + std::to_string(d / 3) + "/") + "e" + std::to_string(d);
+      fs::create_directories(tree / sub);
+      for (int f = 0; f < 20; ++f) {
+        const std::string name = sub + "/f" + std::to_string(f);
+        const std::string content = "file " + name + "\n";
+        write_file(tree / name, content);
+        hoist::Sha256 sha;
+        sha.update(std::as_bytes(std::span(content.data(), content.size())));
+        lines += sha.final_hex() + "  " + name + "\n";
+      }
+    }
+    fs::create_symlink("e0/f0", tree / "link");
+    write_file(sums, lines);
+  }
+
+  [[nodiscard]] hoist::ComponentSpec spec() const {
+    hoist::ComponentSpec spec;
+    spec.name = "app";
+    spec.source = tree;
+    spec.sha256sums = sums;
+    return spec;
+  }
+};
+
+}  // namespace
+
+namespace hoist {
+
+TEST_CASE("verify_payload walks a directory payload on several threads and finds what one thread finds",
+          "[verify][threads]") {
+  SummedTree payload;
+  const ComponentSpec spec = payload.spec();
+
+  for (const unsigned threads : {1U, 4U}) {
+    INFO("threads: " << threads);
+    CHECK(verify_payload(spec, Payload::open(payload.tree), nullptr, nullptr, threads).has_value());
+  }
+
+  SECTION("a file whose bytes differ from the sums, deep in the tree") {
+    write_file(payload.tree / "d4/e13/f7", "file d4/e13/f8\n");
+    for (const unsigned threads : {1U, 4U}) {
+      INFO("threads: " << threads);
+      CHECK_THROWS_WITH(verify_payload(spec, Payload::open(payload.tree), nullptr, nullptr, threads),
+                        Catch::Contains("d4/e13/f7"));
+    }
+  }
+  SECTION("a listed file that is missing") {
+    fs::remove(payload.tree / "d9/e29/f19");
+    for (const unsigned threads : {1U, 4U}) {
+      INFO("threads: " << threads);
+      CHECK_THROWS_WITH(verify_payload(spec, Payload::open(payload.tree), nullptr, nullptr, threads),
+                        Catch::Contains("'d9/e29/f19' is listed in SHA256SUMS but not in the payload"));
+    }
+  }
+  SECTION("a file the sums do not list") {
+    write_file(payload.tree / "d2/e7/extra", "extra\n");
+    for (const unsigned threads : {1U, 4U}) {
+      INFO("threads: " << threads);
+      CHECK_THROWS_WITH(verify_payload(spec, Payload::open(payload.tree), nullptr, nullptr, threads),
+                        Catch::Contains("d2/e7/extra"));
+    }
+  }
+}
+
+}  // namespace hoist
