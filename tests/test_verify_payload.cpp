@@ -1,4 +1,7 @@
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -92,6 +95,44 @@ TEST_CASE("verify_payload walks a directory payload on several threads and finds
                         Catch::Contains("d2/e7/extra"));
     }
   }
+}
+
+TEST_CASE("verify_payload walks a directory of more subdirectories than the process may hold open",
+          "[verify][threads]") {
+  hoist::test::ScopedTempDir dir;
+  const fs::path tree = dir.path() / "payload";
+  std::string lines;
+  for (int d = 0; d < 600; ++d) {
+    const std::string name = "d" + std::to_string(d) + "/f";
+    fs::create_directories(tree / ("d" + std::to_string(d)));
+    write_file(tree / name, name);
+    Sha256 sha;
+    sha.update(std::as_bytes(std::span(name.data(), name.size())));
+    lines += sha.final_hex() + "  " + name + "\n";
+  }
+  write_file(dir.path() / "SHA256SUMS", lines);
+  ComponentSpec spec;
+  spec.name = "app";
+  spec.sha256sums = dir.path() / "SHA256SUMS";
+  const Payload payload = Payload::open(tree);
+
+  // 600 subdirectories under a limit of 256 descriptors: a walk that opened each subdirectory as it queued it
+  // failed with "Too many open files".
+  struct rlimit before {};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &before) == 0);
+  struct rlimit tight = before;
+  tight.rlim_cur = 256;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  bool verified = false;
+  std::string failure;
+  try {
+    verified = verify_payload(spec, payload, nullptr, nullptr, 4).has_value();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &before) == 0);
+  INFO(failure);
+  CHECK(verified);
 }
 
 }  // namespace hoist

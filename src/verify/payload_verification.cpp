@@ -101,17 +101,24 @@ class VerifyWalk {
     if (!root) {
       throw Failure(system_message("list " + in_quotes(m_walked.string()), errno));
     }
-    m_pool.submit([this, dir = std::make_shared<Fd>(std::move(root))]() { directory(std::move(*dir), ""); });
+    m_pool.submit([this, dir = std::make_shared<Fd>(std::move(root))]() { directory(dir, ""); });
     m_pool.run([]() {}, std::chrono::milliseconds(100));
     return m_files.load();
   }
 
  private:
-  void directory(Fd dir, const std::string& relpath) {
+  // A subdirectory is opened by its own task, which holds its parent open until then: a queued task holds no
+  // descriptor of its own, so a directory of thousands of subdirectories does not open them all at once (a
+  // container's limit is often 1,024).
+  void subdirectory(const std::shared_ptr<Fd>& parent, const std::string& name, const std::string& relpath) {
+    directory(std::make_shared<Fd>(open_directory(parent->get(), name.c_str(), (m_walked / relpath).string()).value()),
+              relpath);
+  }
+
+  void directory(const std::shared_ptr<Fd>& dir, const std::string& relpath) {
     const std::string display = relpath.empty() ? m_walked.string() : (m_walked / relpath).string();
-    std::vector<DirEntry> entries = read_directory(dir.get(), display).value();
+    std::vector<DirEntry> entries = read_directory(dir->get(), display).value();
     std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) { return a.inode < b.inode; });
-    auto shared = std::make_shared<Fd>(std::move(dir));
     for (const DirEntry& entry : entries) {
       if (m_pool.cancelled()) {
         return;
@@ -120,14 +127,13 @@ class VerifyWalk {
       unsigned char type = entry.type;
       if (type == DT_UNKNOWN) {
         struct stat st {};
-        if (::fstatat(shared->get(), entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (::fstatat(dir->get(), entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
           throw Failure(system_message("stat " + in_quotes((m_walked / name).string()), errno));
         }
         type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
       }
       if (type == DT_DIR) {
-        Fd sub = open_directory(shared->get(), entry.name.c_str(), (m_walked / name).string()).value();
-        m_pool.submit([this, sub = std::make_shared<Fd>(std::move(sub)), name]() { directory(std::move(*sub), name); });
+        m_pool.submit([this, dir, child = entry.name, name]() { subdirectory(dir, child, name); });
       } else if (type == DT_REG) {
         file(name);
       }
