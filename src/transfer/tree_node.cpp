@@ -305,14 +305,16 @@ class TreeBytes {
 
   uint64_t total(int dir, std::string_view display) {
     auto root = std::make_shared<Fd>(reopen_directory(dir, display).value());
-    m_pool.submit([this, root, path = std::string(display)]() { walk(*root, path); });
+    m_pool.submit([this, root, path = std::string(display)]() { walk(root, path); });
     m_pool.run({}, std::chrono::milliseconds(0));
     return m_bytes.load(std::memory_order_relaxed);
   }
 
  private:
-  void walk(const Fd& dir, const std::string& display) {
-    auto entries = read_directory(dir.get(), display).value();
+  // A subdirectory is opened by its own task, which holds its parent open until then: queued tasks hold no
+  // descriptor of their own, so a directory of thousands of subdirectories does not open them all at once.
+  void walk(const std::shared_ptr<Fd>& dir, const std::string& display) {
+    auto entries = read_directory(dir->get(), display).value();
     sort_by_inode(entries);
     uint64_t bytes = 0;
     for (const DirEntry& entry : entries) {
@@ -320,13 +322,13 @@ class TreeBytes {
         return;
       }
       struct stat st {};
-      if (::fstatat(dir.get(), entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (::fstatat(dir->get(), entry.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         throw Failure(system_message("stat " + in_quotes(join_path(display, entry.name)), errno));
       }
       if (S_ISDIR(st.st_mode)) {
-        std::string path = join_path(display, entry.name);
-        auto child = std::make_shared<Fd>(open_directory(dir.get(), entry.name.c_str(), path).value());
-        m_pool.submit([this, child, path = std::move(path)]() { walk(*child, path); });
+        m_pool.submit([this, dir, name = entry.name, path = join_path(display, entry.name)]() {
+          walk(std::make_shared<Fd>(open_directory(dir->get(), name.c_str(), path).value()), path);
+        });
       } else if (S_ISREG(st.st_mode) && (st.st_nlink == 1 || first_name(st))) {
         bytes += static_cast<uint64_t>(st.st_size);
       }
