@@ -38,7 +38,7 @@ Fd open_dir(const std::filesystem::path& path) {
 
 std::vector<DirEntry> sorted_entries(int dirfd) {
   auto entries = hoist::read_directory(dirfd, "test").value();
-  hoist::transfer::sort_by_inode(entries);
+  hoist::sort_by_inode(entries);
   return entries;
 }
 

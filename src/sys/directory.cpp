@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstddef>
@@ -172,6 +173,10 @@ Expected<int> DirCursor::descend(std::string_view relpath, bool missing_ok) {
     m_fds.push_back(std::move(fd));
   }
   return m_fds.empty() ? m_root : m_fds.back().get();
+}
+
+void sort_by_inode(std::vector<DirEntry>& entries) {
+  std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) { return a.inode < b.inode; });
 }
 
 }  // namespace hoist

@@ -168,8 +168,4 @@ Reading payload_reading(bool dry_run, DataCopier& copier, dev_t source, dev_t de
   return compared_unread ? Reading::not_same : Reading::every_file;
 }
 
-void sort_by_inode(std::vector<DirEntry>& entries) {
-  std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) { return a.inode < b.inode; });
-}
-
 }  // namespace hoist::transfer

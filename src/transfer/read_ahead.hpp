@@ -151,10 +151,4 @@ class ReadAhead {
   return seen != nullptr ? seen->source_fd.take() : Fd();
 }
 
-/// Sorts directory entries by inode number: on a cold cache, the walk then
-/// reads inode tables (and, for files written in order, their data) in disk
-/// order instead of in the filesystem's hash order, as GNU fts and tar's
-/// --sort=inode do.
-void sort_by_inode(std::vector<DirEntry>& entries);
-
 }  // namespace hoist::transfer

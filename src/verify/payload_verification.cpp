@@ -102,7 +102,7 @@ class VerifyWalk {
       throw Failure(system_message("list " + in_quotes(m_walked.string()), errno));
     }
     m_pool.submit([this, dir = std::make_shared<Fd>(std::move(root))]() { directory(dir, ""); });
-    m_pool.run([]() {}, std::chrono::milliseconds(100));
+    m_pool.run({}, std::chrono::milliseconds(0));
     return m_files.load();
   }
 
@@ -118,7 +118,7 @@ class VerifyWalk {
   void directory(const std::shared_ptr<Fd>& dir, const std::string& relpath) {
     const std::string display = relpath.empty() ? m_walked.string() : (m_walked / relpath).string();
     std::vector<DirEntry> entries = read_directory(dir->get(), display).value();
-    std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) { return a.inode < b.inode; });
+    sort_by_inode(entries);
     for (const DirEntry& entry : entries) {
       if (m_pool.cancelled()) {
         return;

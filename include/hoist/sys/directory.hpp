@@ -25,6 +25,12 @@ struct DirEntry {
 /// filesystem gives them. Reads from offset 0 whatever the fd's position.
 Expected<std::vector<DirEntry>> read_directory(int dirfd, std::string_view display);
 
+/// Sorts directory entries by inode number: on a cold cache, a walk then
+/// reads inode tables (and, for files written in order, their data) in disk
+/// order instead of in the filesystem's hash order, as GNU fts and tar's
+/// --sort=inode do.
+void sort_by_inode(std::vector<DirEntry>& entries);
+
 /// Removes `name` from `dirfd`, and everything in it when it is a directory,
 /// through directory fds only (no symlink is followed, no path grows past
 /// PATH_MAX). A missing name is not an error.
