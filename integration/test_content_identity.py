@@ -499,3 +499,31 @@ def test_a_payload_file_replaced_by_another_inode_of_the_same_size_and_mtime_is_
     # And --checksum reads every payload file whatever the index recorded: the same bytes, nothing changed.
     upgrade(host_root, *KIND_ARGS[kind](payload, "2.0.1"), "--checksum", check=0)
     assert installed_files(installed_root(host_root, kind)) == expected_files(V2)
+
+
+def test_a_sync_that_changed_nothing_links_the_index_it_was_compared_with(host_root, tmp_path):
+    payload = reproducible_tree(tmp_path / "payload", V1)
+    time.sleep(SETTLE)
+    upgrade(host_root, *KIND_ARGS["sync"](payload, "1.0.0"), check=0)
+    first = os.stat(index_of(host_root, "1.0.0"))
+    # The same payload again: every entry is the one 1.0.0's index holds, so its file gets the new name too.
+    upgrade(host_root, *KIND_ARGS["sync"](payload, "2.0.0"), check=0)
+    linked = os.stat(index_of(host_root, "2.0.0"))
+    assert (linked.st_ino, linked.st_nlink) == (first.st_ino, 2)
+    assert sorted(p.name for p in index_dir(host_root).iterdir()) == ["1.0.0", "2.0.0"]
+    # It vouches as a written one does: the next run, with a file changed, reads only that file of the payload.
+    corrupt_keeping_size_and_mtime(payload / "etc/conf", V2["etc/conf"].encode())
+    if STRACE is not None and XATTRS_BY_NAME:
+        assert opened_by_upgrade(host_root, tmp_path, KIND_ARGS["sync"](payload, "3.0.0"), payload,
+                                 "3.0.0") == {"etc/conf"}
+    else:
+        upgrade(host_root, *KIND_ARGS["sync"](payload, "3.0.0"), check=0)
+    assert installed_files(host_root / "opt/c") == expected_files(V2)
+    # A sync that wrote a file writes its index anew; 1.0.0's name went with the backup that undid it.
+    written = os.stat(index_of(host_root, "3.0.0"))
+    assert written.st_ino != first.st_ino and written.st_nlink == 1
+    assert sorted(p.name for p in index_dir(host_root).iterdir()) == ["2.0.0", "3.0.0"]
+    assert os.stat(index_of(host_root, "2.0.0")).st_nlink == 1
+    # A repair of the current version that changed nothing leaves its index as it was.
+    upgrade(host_root, *KIND_ARGS["sync"](payload, "3.0.0"), check=0)
+    assert os.stat(index_of(host_root, "3.0.0")).st_ino == written.st_ino

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,49 @@ TEST_CASE("an index built with the room of another writes only what was added, a
   REQUIRE(parsed);
   CHECK(parsed->size() == 4);
   CHECK(parsed->total_bytes() == 150);
+  // What is written alike holds the same entries, whichever was read and whichever built.
+  CHECK(index.same_entries(plain));
+  CHECK(parsed->same_entries(index));
+  CHECK(index.same_entries(*parsed));
+  CHECK_FALSE(index.same_entries(old));
+}
+
+TEST_CASE("two indexes hold the same entries only when every name, digest and stamp is the same", "[transfer]") {
+  const ContentIndex::Entry conf{digest_of("conf"), FileStamp{12, 10, 1, 0, 1, 0}, SourceStamp{3, 40, 5, 6}};
+  auto base = [&](ContentIndex& index) {
+    index.add("etc", "conf", conf);
+    index.add("usr/bin", "k3s", {digest_of("k3s"), FileStamp{10, 100, 1, 0, 1, 0}, {}});
+  };
+  ContentIndex a;
+  base(a);
+  const auto differs = [&](const std::function<void(ContentIndex&)>& change) {
+    ContentIndex b;
+    base(b);
+    change(b);
+    return !a.same_entries(b) && !b.same_entries(a);
+  };
+  ContentIndex same;
+  base(same);
+  CHECK(a.same_entries(same));
+  CHECK(a.same_entries(a));
+  CHECK(differs([&](ContentIndex& b) { b.add("etc", "conf", {digest_of("other"), conf.stamp, conf.source}); }));
+  CHECK(differs([&](ContentIndex& b) {  // another ctime: the file was written since
+    b.add("etc", "conf", {conf.digest, FileStamp{12, 10, 1, 0, 1, 1}, conf.source});
+  }));
+  CHECK(differs([&](ContentIndex& b) {  // read from another payload file
+    b.add("etc", "conf", {conf.digest, conf.stamp, SourceStamp{3, 41, 5, 6}});
+  }));
+  CHECK(differs([&](ContentIndex& b) { b.add("etc", "conf", {conf.digest, conf.stamp, {}}); }));
+  CHECK(differs([&](ContentIndex& b) { b.add("etc", "more", conf); }));
+  CHECK(differs([&](ContentIndex& b) { b.add("", "conf", conf); }));
+  // The same count, one name moved to another directory.
+  ContentIndex moved;
+  moved.add("etc2", "conf", conf);
+  moved.add("usr/bin", "k3s", {digest_of("k3s"), FileStamp{10, 100, 1, 0, 1, 0}, {}});
+  CHECK_FALSE(a.same_entries(moved));
+  CHECK_FALSE(moved.same_entries(a));
+  CHECK_FALSE(a.same_entries(ContentIndex()));
+  CHECK(ContentIndex().same_entries(ContentIndex()));
 }
 
 TEST_CASE("an index keeps the stamp of the payload file each digest was read from", "[transfer]") {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 
@@ -58,6 +59,25 @@ std::optional<ContentIndex> ContentIndexes::load(const std::string& version, Dam
 void ContentIndexes::save(const std::string& version, const ContentIndex& index, std::vector<std::string>* made) const {
   const HostDir dir = HostDir::create(m_root, m_path, 0755, made).value();
   write_file_atomic(dir.fd(), version, index.serialize(), 0644, dir.display(version)).value();
+}
+
+void ContentIndexes::save_like(const std::string& version, const ContentIndex& index, const std::string& from,
+                               const ContentIndex* from_index, std::vector<std::string>* made) const {
+  if (from_index == nullptr || from.empty() || !index.same_entries(*from_index)) {
+    save(version, index, made);
+    return;
+  }
+  const HostDir dir = HostDir::create(m_root, m_path, 0755, made).value();
+  struct stat st {};
+  if (from == version && ::fstatat(dir.fd(), from.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    return;  // a repair that changed nothing: its index is the one on disk
+  }
+  auto linked = link_file_atomic(dir.fd(), from, version, dir.display(version));
+  if (!linked && linked.error().errnum == ENOENT) {
+    save(version, index, made);
+    return;
+  }
+  linked.value();
 }
 
 void ContentIndexes::remove(const std::string& version) const {

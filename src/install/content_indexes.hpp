@@ -35,6 +35,12 @@ class ContentIndexes {
   /// Writes the index of `version`, atomically and durably. The directories it makes go to `made`.
   void save(const std::string& version, const ContentIndex& index, std::vector<std::string>* made = nullptr) const;
 
+  /// Gives `version` the index of `from`, by a hard link, when `index` (which the caller compared with `from`'s)
+  /// holds what that file holds: a sync that changed nothing writes no index again. Otherwise, or when `from` has
+  /// no index file any more, save()s `index`.
+  void save_like(const std::string& version, const ContentIndex& index, const std::string& from,
+                 const ContentIndex* from_index, std::vector<std::string>* made = nullptr) const;
+
   /// Removes the index of `version`, if there is one.
   void remove(const std::string& version) const;
 

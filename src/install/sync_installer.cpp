@@ -231,8 +231,9 @@ class SyncInstaller final : public Installer {
       stats = sync_tree(payload, dest.fd(), backup.fd(), sync_options);
       make_durable(dest, backups);
       // Before the commit point: a committed sync always has its index. Killed before the rename, the sync is
-      // undone by the next run and this index describes nothing, so that run's clean_leftovers() removes it.
-      m_indexes.save(version, produced, &m_made);
+      // undone by the next run and this index describes nothing, so that run's clean_leftovers() removes it. A
+      // sync that changed nothing links the index it was compared with instead of writing the same bytes again.
+      m_indexes.save_like(version, produced, installed, known ? &*known : nullptr, &m_made);
     } catch (...) {
       try {
         restore(backups, name);

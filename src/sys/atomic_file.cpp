@@ -53,6 +53,36 @@ Expected<void> write_file_atomic(int dirfd, const std::string& name, std::string
   return {};
 }
 
+Expected<void> rename_new_entry(int dirfd, const std::string& name, std::string_view what, std::string_view display,
+                                const std::function<int(const std::string& temp)>& make) {
+  std::string temp;
+  for (int attempt = 0;; ++attempt) {
+    temp = temporary_name(name);
+    if (make(temp) == 0) {
+      break;
+    }
+    if (errno != EEXIST || attempt == 8) {
+      return sys_error("create " + std::string(what) + " beside " + in_quotes(display));
+    }
+  }
+  if (::renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
+    const int saved = errno;
+    ::unlinkat(dirfd, temp.c_str(), 0);
+    return sys_error("rename " + std::string(what) + " over " + in_quotes(display), saved);
+  }
+  // The rename is durable only once the directory entry is on disk.
+  if (::fsync(dirfd) != 0) {
+    return sys_error("fsync the directory of " + in_quotes(display));
+  }
+  return {};
+}
+
+Expected<void> link_file_atomic(int dirfd, const std::string& from, const std::string& name, std::string_view display) {
+  return rename_new_entry(dirfd, name, "a link to " + in_quotes(from), display, [&](const std::string& temp) {
+    return ::linkat(dirfd, from.c_str(), dirfd, temp.c_str(), 0);
+  });
+}
+
 void remove_stale_temporaries(int dirfd) {
   const int copy = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (copy < 0) {

@@ -12,26 +12,8 @@ namespace hoist {
 
 Expected<void> replace_symlink(int dirfd, const std::string& name, const std::string& target,
                                std::string_view display) {
-  std::string temp;
-  for (int attempt = 0;; ++attempt) {
-    temp = temporary_name(name);
-    if (::symlinkat(target.c_str(), dirfd, temp.c_str()) == 0) {
-      break;
-    }
-    if (errno != EEXIST || attempt == 8) {
-      return sys_error("create a symlink to " + in_quotes(target) + " beside " + in_quotes(display));
-    }
-  }
-  if (::renameat(dirfd, temp.c_str(), dirfd, name.c_str()) != 0) {
-    const int saved = errno;
-    ::unlinkat(dirfd, temp.c_str(), 0);
-    return sys_error("rename a symlink to " + in_quotes(target) + " over " + in_quotes(display), saved);
-  }
-  // The rename is durable only once the directory entry is on disk.
-  if (::fsync(dirfd) != 0) {
-    return sys_error("fsync the directory of " + in_quotes(display));
-  }
-  return {};
+  return rename_new_entry(dirfd, name, "a symlink to " + in_quotes(target), display,
+                          [&](const std::string& temp) { return ::symlinkat(target.c_str(), dirfd, temp.c_str()); });
 }
 
 Expected<std::string> read_symlink(int dirfd, const std::string& name, std::string_view display) {

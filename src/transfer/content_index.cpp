@@ -281,6 +281,36 @@ std::optional<Sha256Digest> IndexedTree::vouch(std::string_view relpath) const {
   return index.vouch(parent, name, st);
 }
 
+bool ContentIndex::same_entries(const ContentIndex& other) const {
+  if (this == &other) {
+    return true;
+  }
+  const std::scoped_lock lock(m_mutex, other.m_mutex);
+  sort_all();
+  other.sort_all();
+  if (m_count != other.m_count) {
+    return false;
+  }
+  // As many entries on both sides: when each of ours is one of theirs, they have no other.
+  for (const auto& [dir, ours] : m_sections) {
+    if (ours.records.empty()) {
+      continue;
+    }
+    const auto it = other.m_sections.find(dir);
+    if (it == other.m_sections.end() || it->second.records.size() != ours.records.size()) {
+      return false;
+    }
+    const Section& theirs = it->second;
+    for (std::size_t i = 0; i < ours.records.size(); ++i) {
+      if (ours.name(ours.records[i]) != theirs.name(theirs.records[i]) ||
+          ours.records[i].entry != theirs.records[i].entry) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 std::size_t ContentIndex::size() const {
   const std::lock_guard lock(m_mutex);
   sort_all();

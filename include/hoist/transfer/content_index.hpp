@@ -60,6 +60,7 @@ class ContentIndex {
     Sha256Digest digest{};
     FileStamp stamp;
     SourceStamp source;  ///< the payload file the digest was read from, if known
+    bool operator==(const Entry&) const = default;
   };
 
   ContentIndex() = default;
@@ -100,6 +101,10 @@ class ContentIndex {
   /// now) describes, unchanged since: the same filesystem, inode, ctime, size and mtime. nullopt otherwise.
   [[nodiscard]] std::optional<Sha256Digest> vouch_source(std::string_view dir, std::string_view name,
                                                          const struct stat& source_st) const;
+
+  /// Whether `other` holds the same entries under the same names: serialize() would write the same bytes of both.
+  /// Not to be called while another thread adds to either.
+  [[nodiscard]] bool same_entries(const ContentIndex& other) const;
 
   /// The number of entries.
   [[nodiscard]] std::size_t size() const;
