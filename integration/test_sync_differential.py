@@ -327,15 +327,13 @@ def test_the_read_ahead_starts_reads_through_io_uring_and_file_by_file_where_it_
     calls = {}
     for version, io_uring in (("1.0.0", "used"), ("2.0.0", "refused")):
         trace = tmp_path / f"strace-{io_uring}"
-        wrapper = ("strace", "-f", "-qq", "-o", str(trace), "-e", "trace=io_uring_enter,fadvise64")
+        wrapper = ("strace", "-f", "-qq", "-y", "-o", str(trace), "-e", "trace=io_uring_enter,fadvise64")
         if io_uring == "refused":
             wrapper += (str(DENY_SYSCALLS), str(IO_URING_SETUP), "--")
-        # One thread: a directory whose walk starts before any copy has found that the filesystem does not clone
-        # reads nothing ahead (a clone would read nothing), and with four threads all four directories could start
-        # first (it failed about one run in three). On one thread the first directory's copies decide it before the
-        # next three start.
+        # Four threads, one for each directory: each walk may start before any copy has found that the filesystem
+        # does not clone (a clone would read nothing), and reads ahead once its first copies have.
         upgrade(host_root, "--component", f"app-{io_uring}", "--kind", "tree", "--destination",
-                f"/opt/app-{io_uring}", "--source", payload, "--version", version, "--threads", "1", check=0,
+                f"/opt/app-{io_uring}", "--source", payload, "--version", version, "--threads", "4", check=0,
                 wrapper=wrapper)
         assert rsync("-n", "-i", "-c", "-aHAX", "--delete", f"{payload}/", f"{host_root}/opt/app-{io_uring}/current/") \
             in ([], [b".d..t...... ./"])
@@ -349,3 +347,6 @@ def test_the_read_ahead_starts_reads_through_io_uring_and_file_by_file_where_it_
     # Not one call a file: the walk reads ahead only once it knows the copy reads (no clone), and a file it
     # reaches first is left to the copy.
     assert calls["refused"]["io_uring_enter"] == 0 and calls["refused"]["fadvise64"] > 0, calls
+    # File by file, the calls name their files: every directory read ahead, also one whose walk started first.
+    advised = re.findall(r"\bfadvise64\(\d+<([^>]*)>", (tmp_path / "strace-refused").read_text())
+    assert {Path(path).parent.name for path in advised} == {"d0", "d1", "d2", "d3"}, advised

@@ -162,6 +162,51 @@ TEST_CASE("ReadAhead starts reads of the regular files a copy will read, and of 
   }
 }
 
+TEST_CASE("a ReadAhead told to read nothing asks again every half window, and reads ahead once told to",
+          "[transfer][read-ahead]") {
+  const ScopedTempDir tmp;
+  const auto src = tmp / "src";
+  std::filesystem::create_directories(src);
+  for (int i = 0; i < 64; ++i) {
+    write_text(src / ("f" + std::to_string(i)), "data");
+  }
+  const Fd source = open_dir(src);
+  const std::vector<DirEntry> entries = sorted_entries(source.get());
+  // What payload_reading() answers before the first copy has found that the filesystem does not clone, then after.
+  Reading answer = Reading::none;
+  std::vector<size_t> asked;
+  ReadAhead ahead(source.get(), -1, entries, Reading::none, {}, [&] {
+    asked.push_back(asked.size());
+    return answer;
+  });
+  constexpr size_t k_half = ReadAhead::k_files / 2;
+  for (size_t i = 0; i < k_half; ++i) {
+    ahead.before(i);
+    CHECK(ahead.in_flight().empty());
+    CHECK(ahead.seen(i) == nullptr);
+  }
+  CHECK(asked.size() == 1);  // at entry 0 only
+  answer = Reading::every_file;
+  for (size_t i = k_half; i < k_half + 3; ++i) {
+    ahead.before(i);  // asked at k_half, not again once it reads
+  }
+  CHECK(asked.size() == 2);
+  // From where it was told: the next window of files, each with its lstat.
+  const std::vector<size_t> in_flight = ahead.in_flight();
+  REQUIRE(!in_flight.empty());
+  CHECK(in_flight.front() == k_half + 2);
+  CHECK(in_flight.back() == k_half + ReadAhead::k_files - 1);
+  REQUIRE(ahead.seen(k_half + 2) != nullptr);
+  CHECK(ahead.seen(k_half + 2)->source.st_ino == entries[k_half + 2].inode);
+
+  // Without anyone to ask, nothing is ever read ahead (a dry run).
+  ReadAhead never(source.get(), -1, entries, Reading::none);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    never.before(i);
+    CHECK(never.in_flight().empty());
+  }
+}
+
 namespace {
 
 /// ReadAhead of six evicted files of `src` (one of them matching the old tree's size and mtime): each is

@@ -42,12 +42,14 @@ DirMeta read_dir_meta(int fd, std::string_view display, dev_t* dev = nullptr);
 /// errors) to `visit(name, st, seen)` in their order, each with its lstat: the
 /// one the read-ahead took (`seen`, else nullptr) where it took one, and the
 /// file it opened, which the visit may take (take_source()). The
-/// read-ahead reads what `reading` says the walk will read, but for the files
-/// `recorded` holds. False when `pool` was cancelled before the last entry.
+/// read-ahead reads what `reading()` says the walk will read, but for the files
+/// `recorded` holds; while it says nothing, it is asked again as the walk goes
+/// (ReadAhead). False when `pool` was cancelled before the last entry.
 template <typename Visit>
 bool walk_entries(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, std::string_view display,
-                  Reading reading, RecordedSources recorded, const WorkPool& pool, Visit&& visit) {
-  ReadAhead ahead(source_dir, skip_dir, entries, reading, recorded);
+                  const std::function<Reading()>& reading, RecordedSources recorded, const WorkPool& pool,
+                  Visit&& visit) {
+  ReadAhead ahead(source_dir, skip_dir, entries, reading(), recorded, reading);
   for (size_t i = 0; i < entries.size(); ++i) {
     if (pool.cancelled()) {
       return false;

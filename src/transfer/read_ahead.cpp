@@ -55,17 +55,25 @@ const ContentIndex* recorded_sources(const TransferOptions& options) {
 }
 
 ReadAhead::ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading,
-                     RecordedSources recorded)
+                     RecordedSources recorded, std::function<Reading()> ask_again)
     : m_source(source_dir),
       m_skip(skip_dir),
       m_entries(entries),
       m_reading(reading),
       m_recorded(recorded),
+      m_ask_again(std::move(ask_again)),
       m_ring(reading == Reading::none ? nullptr : ReadRing::for_this_thread()) {}
 
 void ReadAhead::before(size_t index) {
   if (m_reading == Reading::none) {
-    return;
+    if (!m_ask_again || index % (k_files / 2) != 0) {
+      return;
+    }
+    m_reading = m_ask_again();
+    if (m_reading == Reading::none) {
+      return;
+    }
+    m_ring = ReadRing::for_this_thread();
   }
   while (!m_slots.empty() && m_slots.front().index < index) {
     m_bytes -= m_slots.front().bytes;

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -103,9 +104,11 @@ class ReadAhead {
   /// `entries` are the names of `source_dir` in the order the walk takes them;
   /// `skip_dir` (-1: none) is the tree the walk compares with, whose lstats it
   /// hands on too. Which files are read ahead is `reading`'s.
-  /// Files `recorded` holds are not read ahead.
+  /// Files `recorded` holds are not read ahead. While `reading` is none, `ask_again` (if any) is asked again
+  /// every half window: a walk that starts before any copy has found out whether the filesystem clones is told
+  /// none, and reads ahead from where the first copies found that it does not.
   ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& entries, Reading reading,
-            RecordedSources recorded = {});
+            RecordedSources recorded = {}, std::function<Reading()> ask_again = {});
 
   /// Call before the walk handles entries[index]: starts the reads of the next files, once at most half of
   /// k_files are ahead of it (then up to k_files ahead, within k_bytes).
@@ -134,6 +137,7 @@ class ReadAhead {
   const std::vector<DirEntry>& m_entries;
   Reading m_reading;
   RecordedSources m_recorded;
+  std::function<Reading()> m_ask_again;
   ReadRing* m_ring;  ///< this thread's, or nullptr: posix_fadvise
   size_t m_next = 0;
   uint64_t m_bytes = 0;      ///< read ahead of the walk and not handled yet

@@ -131,7 +131,9 @@ class DirectoryStager : PayloadWalk {
     const std::string display = payload_display(fds.relpath);
     auto entries = read_directory(fds.source, display).value();
     sort_by_inode(entries);
-    const Reading reading = payload_reading(m_dry, m_copier, m_source_dev, m_target.staging_dev(), m_options);
+    const auto reading = [this] {
+      return payload_reading(m_dry, m_copier, m_source_dev, m_target.staging_dev(), m_options);
+    };
     const bool walked =
         walk_entries(fds.source, fds.compare, entries, display, reading,
                      RecordedSources{fds.compare >= 0 ? recorded_sources(m_options) : nullptr, fds.relpath}, m_pool,

@@ -163,7 +163,7 @@ class TreeSyncer : PayloadWalk {
     if (fds.dest >= 0 && !fds.fresh) {
       find_extras(fds, names);
     }
-    const Reading reading = payload_reading(m_dry, m_copier, m_source_dev, m_dest_dev, m_options);
+    const auto reading = [this] { return payload_reading(m_dry, m_copier, m_source_dev, m_dest_dev, m_options); };
     walk_entries(fds.source, fds.fresh ? -1 : fds.dest, entries, display, reading,
                  RecordedSources{fds.fresh ? nullptr : recorded_sources(m_options), fds.relpath}, m_pool,
                  [&](const std::string& name, const struct stat& st, ReadAhead::Seen* seen) {
