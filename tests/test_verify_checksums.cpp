@@ -267,6 +267,20 @@ TEST_CASE("Sha256Verifier refuses a payload file whose digest differs", "[core][
   CHECK(std::string(e.what()) == "checksum mismatch for 'bin/k3s': expected " + k_abc + ", got " + k_hello);
 }
 
+TEST_CASE("Sha256Verifier checks a digest given as bytes as it checks its hex", "[core][checksums]") {
+  const Sha256Sums sums = Sha256Sums::parse(k_abc + "  bin/k3s\n" + k_hello + "  etc/hello\n", k_source);
+  Sha256Verifier verifier(sums);
+  CHECK_NOTHROW(verifier.check("bin/k3s", *hoist::digest_from_hex(k_abc)));
+  const Error e = thrown_by([&] { verifier.check("etc/hello", *hoist::digest_from_hex(k_abc)); });
+  CHECK(e.code() == ExitCode::verification);
+  CHECK(std::string(e.what()) == "checksum mismatch for 'etc/hello': expected " + k_hello + ", got " + k_abc);
+  const Error unlisted = thrown_by([&] { verifier.check("bin/evil", *hoist::digest_from_hex(k_abc)); });
+  CHECK(std::string(unlisted.what()) == "'bin/evil' is not listed in SHA256SUMS '/payload/SHA256SUMS'");
+  // A name checked by its bytes counts as seen: only etc/hello, which failed, is missing.
+  const Error missing = thrown_by([&] { verifier.finish(); });
+  CHECK(std::string(missing.what()).starts_with("'etc/hello' is listed in SHA256SUMS but not in the payload"));
+}
+
 TEST_CASE("Sha256Verifier refuses a second copy of a name that does not match", "[core][checksums]") {
   const Sha256Sums sums = Sha256Sums::parse(k_abc + "  bin/k3s\n", k_source);
   Sha256Verifier verifier(sums);

@@ -102,19 +102,6 @@ std::string in_quotes(std::string_view text) {
   return "'" + escaped(text) + "'";
 }
 
-int hex_digit_value(char c) noexcept {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 std::string joined(const std::vector<std::string>& items, std::string_view separator) {
   std::string text;
   for (const auto& item : items) {

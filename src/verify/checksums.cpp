@@ -199,17 +199,27 @@ namespace {
   throw Error(ExitCode::verification, in_quotes(name) + " is not listed in SHA256SUMS " + in_quotes(sums.source()));
 }
 
+[[noreturn]] void throw_mismatch(const Sha256Sums& sums, std::string_view name, const Sha256Digest& listed_digest,
+                                 const std::string& actual) {
+  // The payload's own digest may be shown; the listed one is text of the sums file.
+  const std::string listed =
+      sums.quoting() == InputQuoting::values
+          ? "expected " + to_hex(listed_digest)
+          : "not what SHA256SUMS " + in_quotes(sums.source()) + " lists " + value_not_shown(sums.source());
+  throw Error(ExitCode::verification, "checksum mismatch for " + in_quotes(name) + ": " + listed + ", got " + actual);
+}
+
 void compare(const Sha256Sums& sums, std::string_view name, const Sha256Digest& listed_digest,
              std::string_view actual_hex) {
-  const std::string actual = to_lower_hex(actual_hex);
-  if (digest_from_hex(actual) != listed_digest) {
-    const std::string expected = to_hex(listed_digest);
-    // The payload's own digest may be shown; the listed one is text of the sums file.
-    const std::string listed =
-        sums.quoting() == InputQuoting::values
-            ? "expected " + expected
-            : "not what SHA256SUMS " + in_quotes(sums.source()) + " lists " + value_not_shown(sums.source());
-    throw Error(ExitCode::verification, "checksum mismatch for " + in_quotes(name) + ": " + listed + ", got " + actual);
+  if (digest_from_hex(actual_hex) != listed_digest) {
+    throw_mismatch(sums, name, listed_digest, to_lower_hex(actual_hex));
+  }
+}
+
+void compare(const Sha256Sums& sums, std::string_view name, const Sha256Digest& listed_digest,
+             const Sha256Digest& actual) {
+  if (actual != listed_digest) {
+    throw_mismatch(sums, name, listed_digest, to_hex(actual));
   }
 }
 
@@ -245,6 +255,12 @@ std::size_t Sha256Verifier::listed_index(std::string_view name) const {
 void Sha256Verifier::check(std::string_view name, std::string_view actual_hex) {
   const std::size_t index = listed_index(name);
   compare(m_sums, name, m_sums.entries()[index].digest, actual_hex);
+  m_seen[index] = true;
+}
+
+void Sha256Verifier::check(std::string_view name, const Sha256Digest& actual) {
+  const std::size_t index = listed_index(name);
+  compare(m_sums, name, m_sums.entries()[index].digest, actual);
   m_seen[index] = true;
 }
 

@@ -257,7 +257,7 @@ void verify_staged_tree(const Sha256Sums& sums, const ComponentSpec& spec, const
         return;
       }
       try {
-        verifier.check(relpath, to_hex(entry.digest));
+        verifier.check(relpath, entry.digest);
       } catch (const Error&) {
         const std::size_t at = unread == nullptr ? 0 : sums.entries().index_of(relpath);
         first_reading = unread != nullptr && at < unread->size() && (*unread)[at];

@@ -12,7 +12,18 @@ namespace hoist {
 [[nodiscard]] bool has_control_character(std::string_view text) noexcept;
 
 /// The value of one hex digit (`0-9`, `a-f`, `A-F`), -1 for any other character.
-[[nodiscard]] int hex_digit_value(char c) noexcept;
+[[nodiscard]] constexpr int hex_digit_value(char c) noexcept {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
 
 /// `text` with the backslash and control characters escaped (`\\`, `\n`, `\t`,
 /// `\r`, `\x1b`), C1 controls (U+0080 to U+009F) and every byte that is not

@@ -82,6 +82,8 @@ class Sha256Verifier {
   /// Error(ExitCode::verification) when `name` is not listed or its digest differs.
   /// A name seen twice (a tar may hold one path twice) is checked each time.
   void check(std::string_view name, std::string_view actual_hex);
+  /// The same for a digest taken as bytes (a content index's), without a round trip through hex.
+  void check(std::string_view name, const Sha256Digest& actual);
 
   /// What check() proves of a name without a digest: that it is listed (else Error(ExitCode::verification)), and
   /// that it went past, for finish(). For a listing checked apart from the bytes.
