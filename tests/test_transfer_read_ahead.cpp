@@ -167,16 +167,16 @@ TEST_CASE("a ReadAhead told to read nothing asks again every half window, and re
   const ScopedTempDir tmp;
   const auto src = tmp / "src";
   std::filesystem::create_directories(src);
-  for (int i = 0; i < 64; ++i) {
+  for (int i = 0; i < 96; ++i) {
     write_text(src / ("f" + std::to_string(i)), "data");
   }
   const Fd source = open_dir(src);
   const std::vector<DirEntry> entries = sorted_entries(source.get());
   // What payload_reading() answers before the first copy has found that the filesystem does not clone, then after.
   Reading answer = Reading::none;
-  std::vector<size_t> asked;
+  int asked = 0;
   ReadAhead ahead(source.get(), -1, entries, Reading::none, {}, [&] {
-    asked.push_back(asked.size());
+    ++asked;
     return answer;
   });
   constexpr size_t k_half = ReadAhead::k_files / 2;
@@ -185,19 +185,26 @@ TEST_CASE("a ReadAhead told to read nothing asks again every half window, and re
     CHECK(ahead.in_flight().empty());
     CHECK(ahead.seen(i) == nullptr);
   }
-  CHECK(asked.size() == 1);  // at entry 0 only
-  answer = Reading::every_file;
-  for (size_t i = k_half; i < k_half + 3; ++i) {
-    ahead.before(i);  // asked at k_half, not again once it reads
+  CHECK(asked == 0);     // not at entry 0: the walk asked just before (walk_entries())
+  ahead.before(k_half);  // asked, still nothing
+  CHECK(asked == 1);
+  CHECK(ahead.in_flight().empty());
+  for (size_t i = k_half + 1; i < 2 * k_half; ++i) {
+    ahead.before(i);
   }
-  CHECK(asked.size() == 2);
+  CHECK(asked == 1);
+  answer = Reading::every_file;
+  for (size_t i = 2 * k_half; i < 2 * k_half + 3; ++i) {
+    ahead.before(i);  // asked at 2 * k_half, not again once it reads
+  }
+  CHECK(asked == 2);
   // From where it was told: the next window of files, each with its lstat.
   const std::vector<size_t> in_flight = ahead.in_flight();
   REQUIRE(!in_flight.empty());
-  CHECK(in_flight.front() == k_half + 2);
-  CHECK(in_flight.back() == k_half + ReadAhead::k_files - 1);
-  REQUIRE(ahead.seen(k_half + 2) != nullptr);
-  CHECK(ahead.seen(k_half + 2)->source.st_ino == entries[k_half + 2].inode);
+  CHECK(in_flight.front() == 2 * k_half + 2);
+  CHECK(in_flight.back() == 2 * k_half + ReadAhead::k_files - 1);
+  REQUIRE(ahead.seen(2 * k_half + 2) != nullptr);
+  CHECK(ahead.seen(2 * k_half + 2)->source.st_ino == entries[2 * k_half + 2].inode);
 
   // Without anyone to ask, nothing is ever read ahead (a dry run).
   ReadAhead never(source.get(), -1, entries, Reading::none);

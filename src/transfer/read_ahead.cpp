@@ -66,7 +66,8 @@ ReadAhead::ReadAhead(int source_dir, int skip_dir, const std::vector<DirEntry>& 
 
 void ReadAhead::before(size_t index) {
   if (m_reading == Reading::none) {
-    if (!m_ask_again || index % (k_files / 2) != 0) {
+    // Not at the first entry: the walk asked just before it made this read-ahead.
+    if (!m_ask_again || index == 0 || index % (k_files / 2) != 0) {
       return;
     }
     m_reading = m_ask_again();
