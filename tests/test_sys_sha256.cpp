@@ -154,6 +154,28 @@ TEST_CASE("sha256_file refuses a FIFO without blocking on it", "[sys][sha256]") 
   CHECK(hex.error().message == "failed to hash '" + (dir.path() / "fifo").string() + "': not a regular file");
 }
 
+TEST_CASE("sha256_of_file_at gives the bytes sha256_file gives as hex, and names the display in errors",
+          "[sys][sha256]") {
+  hoist::test::ScopedTempDir dir;
+  std::filesystem::create_directory(dir.path() / "bin");
+  write_file(dir.path() / "bin" / "abc", "abc");
+  write_file(dir.path() / "big", std::string(1U << 20U, 'a'));
+  std::filesystem::create_symlink("abc", dir.path() / "bin" / "link");
+  const Fd bin(::open((dir.path() / "bin").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(bin);
+
+  CHECK(hoist::to_hex(hoist::sha256_of_file_at(bin.get(), "abc", "/payload/bin/abc").value()) == k_sha256_abc);
+  const auto link = hoist::sha256_of_file_at(bin.get(), "link", "/payload/bin/link");
+  REQUIRE_FALSE(link.has_value());
+  CHECK(link.error().message == "failed to open '/payload/bin/link': Too many levels of symbolic links");
+  const auto missing = hoist::sha256_of_file_at(bin.get(), "k3s");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().message == "failed to open 'k3s': No such file or directory");
+  // The thread's buffer and context carry nothing from one file to the next, nor from a failure.
+  CHECK(hoist::to_hex(hoist::sha256_of_file_at(AT_FDCWD, (dir.path() / "big").string()).value()) == k_sha256_mib_a);
+  CHECK(hoist::to_hex(hoist::sha256_of_file_at(bin.get(), "abc").value()) == k_sha256_abc);
+}
+
 TEST_CASE("sha256_fd hashes from the current offset to the end", "[sys][sha256]") {
   hoist::test::ScopedTempDir dir;
   write_file(dir.path() / "f", "xyzabc");

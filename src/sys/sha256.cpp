@@ -130,11 +130,12 @@ const Sha256Digest* DigestTable::find(std::string_view name) const {
 
 Expected<std::string> sha256_fd(int fd, std::string_view display) {
   const std::string name = display.empty() ? "fd " + std::to_string(fd) : in_quotes(display);
-  // On the heap: 256 KiB is too much for the stack of a thread that may be small.
-  std::vector<std::byte> buffer(k_read_buffer_size);
+  // On the heap: 256 KiB is too much for the stack of a thread that may be small. Not zeroed: what read() does
+  // not fill is never looked at.
+  const auto buffer = std::make_unique_for_overwrite<std::byte[]>(k_read_buffer_size);
   Sha256 sha;
   for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    const ssize_t n = ::read(fd, buffer.get(), k_read_buffer_size);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -144,7 +145,7 @@ Expected<std::string> sha256_fd(int fd, std::string_view display) {
     if (n == 0) {
       break;
     }
-    sha.update(std::span(buffer.data(), static_cast<std::size_t>(n)));
+    sha.update(std::span(buffer.get(), static_cast<std::size_t>(n)));
   }
   return sha.final_hex();
 }
@@ -184,21 +185,30 @@ Expected<Sha256Digest> sha256_of_file(int fd, uint64_t size, std::string_view di
   return sha->final_digest();
 }
 
-Expected<std::string> sha256_file(int dirfd, const std::string& relpath) {
+Expected<Sha256Digest> sha256_of_file_at(int dirfd, const std::string& relpath, std::string_view display) {
+  const std::string_view named = display.empty() ? std::string_view(relpath) : display;
   // O_NONBLOCK only so that opening a FIFO cannot hang; it changes nothing for the
   // regular file that fstat below insists on.
   Fd fd(::openat(dirfd, relpath.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK));
   if (!fd) {
-    return sys_error("open " + in_quotes(relpath));
+    return sys_error("open " + in_quotes(named));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
-    return sys_error("stat " + in_quotes(relpath));
+    return sys_error("stat " + in_quotes(named));
   }
   if (!S_ISREG(st.st_mode)) {
-    return SysError{"failed to hash " + in_quotes(relpath) + ": not a regular file", 0};
+    return SysError{"failed to hash " + in_quotes(named) + ": not a regular file", 0};
   }
-  return sha256_fd(fd.get(), relpath);
+  return sha256_of_file(fd.get(), named);
+}
+
+Expected<std::string> sha256_file(int dirfd, const std::string& relpath) {
+  auto digest = sha256_of_file_at(dirfd, relpath);
+  if (!digest) {
+    return digest.error();
+  }
+  return to_hex(*digest);
 }
 
 }  // namespace hoist

@@ -135,13 +135,14 @@ class VerifyWalk {
       if (type == DT_DIR) {
         m_pool.submit([this, dir, child = entry.name, name]() { subdirectory(dir, child, name); });
       } else if (type == DT_REG) {
-        file(name);
+        file(dir->get(), entry.name, name);
       }
     }
   }
 
-  // Symlinks are never followed and have no content to check: only regular files come here.
-  void file(const std::string& name) {
+  // Symlinks are never followed and have no content to check: only regular files come here. `name` is the file's
+  // path in the payload, `entry` its name in the directory `dirfd` that the walk opened.
+  void file(int dirfd, const std::string& entry, const std::string& name) {
     if (m_sums_files.holds(m_payload_root / name)) {
       return;
     }
@@ -164,7 +165,7 @@ class VerifyWalk {
         return;
       }
     }
-    auto digest = sha256_file(AT_FDCWD, (m_walked / name).string());
+    auto digest = sha256_of_file_at(dirfd, entry, (m_walked / name).string());
     if (!digest) {
       throw Failure(digest.error().message);
     }

@@ -90,6 +90,10 @@ class Sha256 {
 /// a FIFO or a device in a payload would block or never end. Errors name `relpath`.
 Expected<std::string> sha256_file(int dirfd, const std::string& relpath);
 
+/// The same as bytes, read as sha256_of_file() reads (a buffer and a context of the calling thread, not made for
+/// each file). Errors name `display`, or `relpath` when it is empty.
+Expected<Sha256Digest> sha256_of_file_at(int dirfd, const std::string& relpath, std::string_view display = {});
+
 /// The SHA-256 (64 lowercase hex digits) of what `fd` yields from its current
 /// offset to end of file, read 256 KiB at a time. `display` is the path named in
 /// error messages ("fd <n>" when empty). Does not close `fd`.
