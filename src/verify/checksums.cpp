@@ -252,12 +252,6 @@ std::size_t Sha256Verifier::listed_index(std::string_view name) const {
   return index;
 }
 
-void Sha256Verifier::check(std::string_view name, std::string_view actual_hex) {
-  const std::size_t index = listed_index(name);
-  compare(m_sums, name, m_sums.entries()[index].digest, actual_hex);
-  m_seen[index] = true;
-}
-
 void Sha256Verifier::check(std::string_view name, const Sha256Digest& actual) {
   const std::size_t index = listed_index(name);
   compare(m_sums, name, m_sums.entries()[index].digest, actual);

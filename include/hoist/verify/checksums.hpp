@@ -78,11 +78,9 @@ class Sha256Verifier {
   /// file itself and its signature, when they ship inside the payload) skips them.
   [[nodiscard]] bool expect(std::string_view name) const;
 
-  /// Checks the digest of payload file `name`; hex case does not matter. Throws
-  /// Error(ExitCode::verification) when `name` is not listed or its digest differs.
+  /// Checks the digest of payload file `name`, as bytes (a walk's hash, a content index's entry). Throws
+  /// Error(ExitCode::verification) when `name` is not listed or its digest differs, both digests in hex.
   /// A name seen twice (a tar may hold one path twice) is checked each time.
-  void check(std::string_view name, std::string_view actual_hex);
-  /// The same for a digest taken as bytes (a content index's), without a round trip through hex.
   void check(std::string_view name, const Sha256Digest& actual);
 
   /// What check() proves of a name without a digest: that it is listed (else Error(ExitCode::verification)), and
